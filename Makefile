@@ -1,0 +1,117 @@
+# Floe: developer entry points. `make` alone lists the targets.
+#
+# Every target that runs something depends on `deps`, so a fresh machine needs nothing but GNU make,
+# Python 3.11 and apt (Debian) to get going. Installs are stamped, so a second run skips them.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# Python 3.11 first: pyproject pins requires-python to 3.11 (pyspark 4.3 + localstack-core 4.13.1 pins).
+PYTHON_BOOT := $(shell command -v python3.11 2>/dev/null || command -v python3 2>/dev/null)
+VENV := .venv
+PY := $(VENV)/bin/python
+LS_VENV := .floe/localstack-venv
+LS_VERSION := 4.13.1
+STATE_DIR := $(or $(FLOE_STATE_DIR),.floe)
+STACK := $(PY) -m infra.stack
+# apt needs root; use sudo only when we are not root already (CI containers have no sudo).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: help deps venv localstack-install redis-install up down status services-up services-down \
+        run test chaos lint bench bench-smoke clean
+
+help: ## list the targets
+	@echo "Floe make targets:"
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) \
+	  | awk 'BEGIN {FS = ":.*## "} {printf "  %-20s %s\n", $$1, $$2}'
+
+# ------------------------------------------------------------------------------------------ installs
+
+$(VENV)/.stamp: pyproject.toml
+	@test -n "$(PYTHON_BOOT)" || { echo "python3.11 (or python3) not found" >&2; exit 1; }
+	test -x $(PY) || $(PYTHON_BOOT) -m venv $(VENV)
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.stamp ## create .venv and install Floe with its dev extras (skipped when up to date)
+
+# LocalStack gets its own venv: its pins conflict with aiobotocore. The pin list is known to work here.
+$(LS_VENV)/.stamp: infra/localstack-pins.txt
+	@test -n "$(PYTHON_BOOT)" || { echo "python3.11 (or python3) not found" >&2; exit 1; }
+	@mkdir -p $(dir $(LS_VENV))
+	test -x $(LS_VENV)/bin/python || $(PYTHON_BOOT) -m venv $(LS_VENV)
+	$(LS_VENV)/bin/python -m pip install -q -c infra/localstack-pins.txt 'localstack-core[runtime]==$(LS_VERSION)'
+	touch $@
+
+localstack-install: $(LS_VENV)/.stamp ## install LocalStack 4.13.1 into .floe/localstack-venv
+
+# The Debian package may start a system Redis on 6379 without `appendfsync always`, and the stack would
+# then use it as it is. The stack starts its own durable Redis instead, so switch the system one off.
+redis-install: ## install Debian's redis-server unless one is on PATH
+	@if ! command -v redis-server >/dev/null 2>&1; then \
+	  echo "installing redis-server (apt)"; \
+	  $(SUDO) apt-get update && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server || exit 1; \
+	  if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet redis-server 2>/dev/null; then \
+	    echo "disabling the system redis-server service (Floe's stack runs its own)"; \
+	    $(SUDO) systemctl disable --now redis-server; \
+	  fi; \
+	fi
+
+deps: venv localstack-install redis-install ## install everything above
+
+# ----------------------------------------------------------------------------------------- the stack
+
+up: deps ## start LocalStack, Redis and the Floe services in the background; returns once all are ready
+	$(STACK) up
+
+down: deps ## stop everything `make up` started
+	$(STACK) down
+
+status: deps ## show what runs, with pids, endpoints and logs
+	$(STACK) status
+
+services-up: deps ## start only LocalStack and Redis
+	$(STACK) services-up
+
+services-down: deps ## stop LocalStack and Redis if the stack started them
+	$(STACK) services-down
+
+# Ctrl-C reaches `floe demo` (the parts run in their own sessions); the INT trap turns it into an exit,
+# and the EXIT trap stops the stack in order whichever way the recipe ends.
+run: deps ## the demo: start the stack, load sample files, follow until Ctrl-C, then stop the stack
+	@trap '$(STACK) down' EXIT; trap 'exit 130' INT TERM; \
+	$(STACK) up && $(VENV)/bin/floe demo
+
+# ------------------------------------------------------------------------------------------- checks
+
+# Only the services this run started are stopped afterwards: a stack you started yourself stays up.
+# The EXIT trap keeps pytest's exit code.
+test: deps ## run the test suite (all but chaos), starting and stopping the services it needs
+	@record="$(STATE_DIR)/run/test-services.txt"; \
+	$(STACK) services-up --record "$$record" || exit $$?; \
+	trap '$(STACK) services-down --recorded "$$record"' EXIT; trap 'exit 130' INT TERM; \
+	$(VENV)/bin/pytest -m "not chaos" tests
+
+chaos: deps ## run the fault-injection tests (kills and restarts)
+	@record="$(STATE_DIR)/run/chaos-services.txt"; \
+	$(STACK) services-up --record "$$record" || exit $$?; \
+	trap '$(STACK) services-down --recorded "$$record"' EXIT; trap 'exit 130' INT TERM; \
+	$(VENV)/bin/pytest -m chaos tests
+
+# mypy gets only the packages that have Python files yet (it fails on an empty directory).
+lint: deps ## ruff check, ruff format --check, mypy
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy $(foreach d,floe services pipeline infra,$(if $(wildcard $(d)/*.py $(d)/*/*.py),$(d)))
+
+bench: deps ## run the benchmarks (results in bench/results/)
+	$(PY) -m bench.run
+
+bench-smoke: deps ## a quick benchmark run that checks the harness works
+	$(PY) -m bench.run --smoke
+
+clean: ## stop the stack and delete Floe state under .floe (keys, logs, data); keeps the venvs
+	@if [ -x $(PY) ]; then $(STACK) down; fi
+	@if [ -d .floe ]; then find .floe -mindepth 1 -maxdepth 1 ! -name localstack-venv -exec rm -rf {} +; fi
+	@if [ "$(STATE_DIR)" != ".floe" ] && [ -d "$(STATE_DIR)" ]; then rm -rf "$(STATE_DIR)"; fi

@@ -1,0 +1,452 @@
+"""Snowflake SQL statements Floe understands, parsed into plain statement objects.
+
+sqlglot's Snowflake dialect parses stages, tables, COPY INTO and queries. It does not cover the
+pipe header (``CREATE PIPE ... AS``), SHOW, DESC, DROP of pipes/stages or ALTER PIPE, so those
+few headers are matched by hand and everything after ``AS`` goes back to sqlglot.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from floe.catalog.models import Column, FileFormat, OnError
+from floe.errors import CompilationError
+from floe.types import parse_column_type
+
+FORMAT_OPTIONS: dict[str, str] = {
+    "TYPE": "type",
+    "COMPRESSION": "compression",
+    "FIELD_DELIMITER": "field_delimiter",
+    "RECORD_DELIMITER": "record_delimiter",
+    "SKIP_HEADER": "skip_header",
+    "FIELD_OPTIONALLY_ENCLOSED_BY": "field_optionally_enclosed_by",
+    "NULL_IF": "null_if",
+    "EMPTY_FIELD_AS_NULL": "empty_field_as_null",
+    "TRIM_SPACE": "trim_space",
+    "ERROR_ON_COLUMN_COUNT_MISMATCH": "error_on_column_count_mismatch",
+    "SKIP_BLANK_LINES": "skip_blank_lines",
+    "STRIP_OUTER_ARRAY": "strip_outer_array",
+    "DATE_FORMAT": "date_format",
+    "TIMESTAMP_FORMAT": "timestamp_format",
+}
+
+
+@dataclass
+class Name:
+    """A fully qualified object name, upper-cased unless quoted."""
+
+    database: str
+    schema: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.database}.{self.schema}.{self.name}"
+
+
+@dataclass
+class CreateStage:
+    """CREATE STAGE."""
+
+    name: Name
+    url: str
+    file_format: dict[str, object]
+    replace: bool = False
+    if_not_exists: bool = False
+
+
+@dataclass
+class CreateTable:
+    """CREATE TABLE."""
+
+    name: Name
+    columns: list[Column]
+    replace: bool = False
+    if_not_exists: bool = False
+
+
+@dataclass
+class CreatePipe:
+    """CREATE PIPE; the stage reference is resolved (and formats merged) by the executor."""
+
+    name: Name
+    auto_ingest: bool
+    table: Name
+    columns: list[str] | None
+    select: list[str] | None
+    stage: Name
+    path: str
+    file_format: dict[str, object]
+    on_error: OnError
+    on_error_limit: float
+    pattern: str | None
+    copy_sql: str
+    replace: bool = False
+    if_not_exists: bool = False
+    comment: str | None = None
+
+
+@dataclass
+class Show:
+    """SHOW STAGES | TABLES | PIPES [LIKE '...']."""
+
+    kind: str
+    like: str | None = None
+
+
+@dataclass
+class Describe:
+    """DESC[RIBE] STAGE | TABLE | PIPE name."""
+
+    kind: str
+    name: Name
+
+
+@dataclass
+class Drop:
+    """DROP STAGE | TABLE | PIPE [IF EXISTS] name."""
+
+    kind: str
+    name: Name
+    if_exists: bool = False
+
+
+@dataclass
+class AlterPipe:
+    """ALTER PIPE name SET PIPE_EXECUTION_PAUSED = TRUE | FALSE."""
+
+    name: Name
+    paused: bool
+
+
+@dataclass
+class Query:
+    """Any SELECT; run by the query engine."""
+
+    expression: exp.Expression
+    sql: str
+
+
+@dataclass
+class Defaults:
+    """Database and schema for unqualified names."""
+
+    database: str = "FLOE"
+    schema: str = "PUBLIC"
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+Statement = CreateStage | CreateTable | CreatePipe | Show | Describe | Drop | AlterPipe | Query
+
+_IDENT = r'(?:"[^"]+"|[A-Za-z_][\w$]*)'
+_QNAME = rf"{_IDENT}(?:\s*\.\s*{_IDENT}){{0,2}}"
+_KINDS = {
+    "STAGE": "STAGE",
+    "STAGES": "STAGE",
+    "TABLE": "TABLE",
+    "TABLES": "TABLE",
+    "PIPE": "PIPE",
+    "PIPES": "PIPE",
+}
+
+_PIPE_HEAD = re.compile(
+    rf"^\s*CREATE\s+(?P<replace>OR\s+REPLACE\s+)?PIPE\s+(?P<ine>IF\s+NOT\s+EXISTS\s+)?(?P<name>{_QNAME})"
+    r"(?P<props>.*?)\s+AS\s+(?P<copy>COPY\s+INTO\b.*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+_PIPE_PROP = re.compile(
+    r"\s*(?P<key>AUTO_INGEST|COMMENT|INTEGRATION|AWS_SNS_TOPIC|ERROR_INTEGRATION)\s*=\s*"
+    r"(?P<value>'(?:[^']|'')*'|\w+)",
+    re.IGNORECASE,
+)
+_SHOW = re.compile(
+    r"^\s*SHOW\s+(?P<kind>STAGES|TABLES|PIPES)(?:\s+LIKE\s+'(?P<like>[^']*)')?(?:\s+IN\s+.*)?\s*;?\s*$", re.I
+)
+_DESC = re.compile(rf"^\s*DESC(?:RIBE)?\s+(?P<kind>STAGE|TABLE|PIPE)\s+(?P<name>{_QNAME})\s*;?\s*$", re.I)
+_DROP = re.compile(
+    rf"^\s*DROP\s+(?P<kind>STAGE|TABLE|PIPE)\s+(?P<ie>IF\s+EXISTS\s+)?(?P<name>{_QNAME})\s*;?\s*$", re.I
+)
+_ALTER_PIPE = re.compile(
+    rf"^\s*ALTER\s+PIPE\s+(?:IF\s+EXISTS\s+)?(?P<name>{_QNAME})\s+SET\s+PIPE_EXECUTION_PAUSED\s*=\s*"
+    r"(?P<value>TRUE|FALSE)\s*;?\s*$",
+    re.I,
+)
+_ON_ERROR = re.compile(r"^(CONTINUE|SKIP_FILE|ABORT_STATEMENT|SKIP_FILE_(\d+(?:\.\d+)?)(%?))$", re.I)
+
+
+def qualify(text: str, defaults: Defaults) -> Name:
+    """Resolve a possibly partial, possibly quoted name against the defaults."""
+    parts = [p.strip() for p in re.findall(_IDENT, text)]
+    norm = [p[1:-1] if p.startswith('"') else p.upper() for p in parts]
+    if not 1 <= len(norm) <= 3:
+        raise CompilationError(f"invalid object name '{text}'")
+    while len(norm) < 3:
+        norm.insert(0, defaults.schema if len(norm) == 1 else defaults.database)
+    return Name(*norm)
+
+
+def _qualify_table(table: exp.Table, defaults: Defaults) -> Name:
+    parts = [p for p in (table.catalog, table.db, table.name) if p]
+    idents = [i for i in table.find_all(exp.Identifier)]
+    quoted = {i.name for i in idents if i.quoted}
+    norm = [p if p in quoted else p.upper() for p in parts]
+    while len(norm) < 3:
+        norm.insert(0, defaults.schema if len(norm) == 1 else defaults.database)
+    return Name(*norm)
+
+
+def _value(node: exp.Expression | None) -> object:
+    """A Python value from an option's value node."""
+    if node is None:
+        return None
+    if isinstance(node, exp.Boolean):
+        return bool(node.this)
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return node.this
+        text = str(node.this)
+        return int(text) if re.fullmatch(r"-?\d+", text) else float(text)
+    if isinstance(node, exp.Tuple | exp.Paren | exp.Array):
+        items = node.expressions if not isinstance(node, exp.Paren) else [node.this]
+        return [_value(i) for i in items]
+    if isinstance(node, exp.Null):
+        return None
+    return node.name if isinstance(node, exp.Var | exp.Identifier | exp.Column) else node.sql("snowflake")
+
+
+def format_options(props: list[exp.Expression]) -> dict[str, object]:
+    """FILE_FORMAT = (...) options as FileFormat field names and values."""
+    out: dict[str, object] = {}
+    for prop in props:
+        if not isinstance(prop, exp.Property):
+            continue
+        key = prop.name.upper()
+        if key == "FORMAT_NAME":
+            raise CompilationError(
+                "named file formats (FORMAT_NAME) are not supported; give the options inline"
+            )
+        if key not in FORMAT_OPTIONS:
+            raise CompilationError(
+                f"invalid file format option '{key}'. Supported: {', '.join(sorted(FORMAT_OPTIONS))}"
+            )
+        value = _value(prop.args.get("value"))
+        fieldname = FORMAT_OPTIONS[key]
+        if fieldname == "type" and isinstance(value, str):
+            value = value.upper()
+            if value not in ("CSV", "JSON", "PARQUET"):
+                raise CompilationError(f"file format TYPE = {value} is not supported (CSV, JSON, PARQUET)")
+        if fieldname == "compression" and isinstance(value, str):
+            value = value.upper()
+        if fieldname == "field_optionally_enclosed_by" and isinstance(value, str) and value.upper() == "NONE":
+            value = None
+        if fieldname == "null_if" and not isinstance(value, list):
+            value = [value]
+        if fieldname == "null_if" and isinstance(value, list):
+            value = ["" if v is None else str(v) for v in value]
+        if isinstance(value, str) and value.upper() in ("TRUE", "FALSE") and fieldname not in ("null_if",):
+            value = value.upper() == "TRUE"
+        out[fieldname] = value
+    FileFormat.model_validate(out)  # reject bad values at DDL time, not at load time
+    return out
+
+
+def parse_on_error(text: str) -> tuple[OnError, float]:
+    """ON_ERROR value as (rule, limit)."""
+    m = _ON_ERROR.match(text.strip())
+    if not m:
+        raise CompilationError(f"invalid value '{text}' for ON_ERROR")
+    word = m.group(1).upper()
+    if word == "ABORT_STATEMENT":
+        raise CompilationError(
+            "ON_ERROR = ABORT_STATEMENT is not allowed in a pipe (use SKIP_FILE or CONTINUE)"
+        )
+    if m.group(2):
+        return ("SKIP_FILE_PCT" if m.group(3) else "SKIP_FILE_N"), float(m.group(2))
+    return ("CONTINUE" if word == "CONTINUE" else "SKIP_FILE"), 0.0
+
+
+def _parse_stage_ref(text: str, defaults: Defaults) -> tuple[Name, str]:
+    m = re.match(rf"^@(?P<name>{_QNAME})(?P<path>/.*)?$", text.strip())
+    if not m:
+        raise CompilationError(f"invalid stage reference '{text}'; expected @stage[/path]")
+    path = (m.group("path") or "").lstrip("/")
+    if path and not path.endswith("/"):
+        path += "/"
+    return qualify(m.group("name"), defaults), path
+
+
+def parse_copy(sql: str, defaults: Defaults) -> dict[str, object]:
+    """COPY INTO ... as the keyword arguments of CreatePipe (minus the pipe's own)."""
+    try:
+        node = sqlglot.parse_one(sql, read="snowflake")
+    except ParseError as exc:
+        raise CompilationError(f"syntax error in COPY INTO: {exc}") from exc
+    if not isinstance(node, exp.Copy):
+        raise CompilationError("a pipe must be defined AS COPY INTO <table> FROM ...")
+    target = node.this
+    columns: list[str] | None = None
+    if isinstance(target, exp.Schema):
+        columns = [i.name if i.quoted else i.name.upper() for i in target.expressions]
+        target = target.this
+    table = _qualify_table(target, defaults)
+    files = node.args.get("files") or []
+    if len(files) != 1:
+        raise CompilationError("COPY INTO must read FROM exactly one stage")
+    source = files[0]
+    select: list[str] | None = None
+    if isinstance(source, exp.Subquery):
+        query = source.this
+        if not isinstance(query, exp.Select):
+            raise CompilationError("the COPY transform must be a simple SELECT")
+        for clause in ("where", "group", "order", "limit", "joins", "having", "distinct"):
+            if query.args.get(clause):
+                raise CompilationError(f"{clause.upper()} is not supported in a COPY transform")
+        select = [(e.this if isinstance(e, exp.Alias) else e).sql("snowflake") for e in query.expressions]
+        from_ = query.args.get("from_") or query.args.get("from")
+        source = from_.this if from_ is not None else None
+    if not isinstance(source, exp.Table) or not str(source.this.name if source.this else "").startswith("@"):
+        raise CompilationError("COPY INTO must read FROM @stage or FROM (SELECT ... FROM @stage)")
+    stage, path = _parse_stage_ref(source.this.name, defaults)
+    file_format: dict[str, object] = {}
+    on_error: OnError = "SKIP_FILE"
+    limit = 0.0
+    pattern: str | None = None
+    for param in node.args.get("params") or []:
+        key = param.name.upper()
+        if key == "FILE_FORMAT":
+            file_format = format_options(param.expressions)
+        elif key == "ON_ERROR":
+            on_error, limit = parse_on_error(str(_value(param.args.get("expression"))))
+        elif key == "PATTERN":
+            pattern = str(_value(param.args.get("expression")))
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise CompilationError(f"invalid PATTERN '{pattern}': {exc}") from exc
+        elif key in ("FILES", "SIZE_LIMIT", "PURGE", "FORCE", "RETURN_FAILED_ONLY", "VALIDATION_MODE"):
+            raise CompilationError(f"COPY option {key} is not allowed in a pipe definition")
+        elif key in ("MATCH_BY_COLUMN_NAME", "TRUNCATECOLUMNS", "ENFORCE_LENGTH"):
+            raise CompilationError(f"COPY option {key} is not supported by Floe yet")
+        else:
+            raise CompilationError(f"invalid COPY option '{key}'")
+    if select is not None and columns is not None and len(columns) != len(select):
+        raise CompilationError(
+            f"Insert value list does not match column list expecting {len(columns)} but got {len(select)}"
+        )
+    return {
+        "table": table,
+        "columns": columns,
+        "select": select,
+        "stage": stage,
+        "path": path,
+        "file_format": file_format,
+        "on_error": on_error,
+        "on_error_limit": limit,
+        "pattern": pattern,
+        "copy_sql": sql.strip().rstrip(";"),
+    }
+
+
+def _parse_pipe(m: re.Match[str], defaults: Defaults) -> CreatePipe:
+    props: dict[str, str] = {}
+    rest = m.group("props")
+    pos = 0
+    while rest[pos:].strip():
+        pm = _PIPE_PROP.match(rest, pos)
+        if not pm:
+            raise CompilationError(f"syntax error in CREATE PIPE near '{rest[pos:].strip()[:40]}'")
+        props[pm.group("key").upper()] = pm.group("value")
+        pos = pm.end()
+    auto = props.get("AUTO_INGEST", "FALSE").upper()
+    if auto not in ("TRUE", "FALSE"):
+        raise CompilationError(f"invalid value '{auto}' for AUTO_INGEST")
+    comment = props.get("COMMENT")
+    copy = parse_copy(m.group("copy"), defaults)
+    return CreatePipe(
+        name=qualify(m.group("name"), defaults),
+        auto_ingest=auto == "TRUE",
+        replace=bool(m.group("replace")),
+        if_not_exists=bool(m.group("ine")),
+        comment=comment[1:-1].replace("''", "'") if comment else None,
+        **copy,  # type: ignore[arg-type]
+    )
+
+
+def _parse_create(node: exp.Create, defaults: Defaults) -> Statement:
+    kind = str(node.args.get("kind") or "").upper()
+    replace = bool(node.args.get("replace"))
+    ine = bool(node.args.get("exists"))
+    if kind == "TABLE":
+        schema = node.this
+        if not isinstance(schema, exp.Schema):
+            raise CompilationError("CREATE TABLE needs a column list (CTAS and LIKE are not supported)")
+        cols: list[Column] = []
+        for cdef in schema.expressions:
+            if not isinstance(cdef, exp.ColumnDef):
+                raise CompilationError(f"unsupported table element: {cdef.sql('snowflake')}")
+            dtype = cdef.args.get("kind")
+            if dtype is None:
+                raise CompilationError(f"column {cdef.name} needs a type")
+            ctype, precision, scale = parse_column_type(dtype)
+            not_null = any(
+                isinstance(c.args.get("kind"), exp.NotNullColumnConstraint) for c in cdef.constraints
+            )
+            ident = cdef.this
+            name = ident.name if getattr(ident, "quoted", False) else ident.name.upper()
+            cols.append(
+                Column(name=name, type=ctype, precision=precision, scale=scale, nullable=not not_null)
+            )
+        if len({c.name for c in cols}) != len(cols):
+            raise CompilationError("duplicate column name in CREATE TABLE")
+        return CreateTable(_qualify_table(schema.this, defaults), cols, replace, ine)
+    if kind == "STAGE":
+        url = ""
+        fmt: dict[str, object] = {}
+        for prop in node.args["properties"].expressions if node.args.get("properties") else []:
+            if isinstance(prop, exp.FileFormatProperty):
+                fmt = format_options(prop.expressions)
+            elif isinstance(prop, exp.Property) and prop.name.upper() == "URL":
+                url = str(_value(prop.args.get("value")))
+            elif isinstance(prop, exp.Property) and prop.name.upper() in ("COMMENT", "CREDENTIALS"):
+                continue
+            else:
+                raise CompilationError(f"unsupported stage property: {prop.sql('snowflake')}")
+        if not url.lower().startswith("s3://"):
+            raise CompilationError(
+                "only external stages are supported: CREATE STAGE s URL = 's3://bucket/prefix/'"
+            )
+        return CreateStage(_qualify_table(node.this, defaults), url, fmt, replace, ine)
+    raise CompilationError(f"CREATE {kind} is not supported")
+
+
+def parse(sql: str, defaults: Defaults | None = None) -> Statement:
+    """Parse one statement."""
+    defaults = defaults or Defaults()
+    text = sql.strip().rstrip(";").strip()
+    if not text:
+        raise CompilationError("empty SQL statement")
+    if m := _PIPE_HEAD.match(text):
+        return _parse_pipe(m, defaults)
+    if m := _SHOW.match(text):
+        return Show(_KINDS[m.group("kind").upper()], m.group("like"))
+    if m := _DESC.match(text):
+        return Describe(_KINDS[m.group("kind").upper()], qualify(m.group("name"), defaults))
+    if m := _DROP.match(text):
+        return Drop(_KINDS[m.group("kind").upper()], qualify(m.group("name"), defaults), bool(m.group("ie")))
+    if m := _ALTER_PIPE.match(text):
+        return AlterPipe(qualify(m.group("name"), defaults), m.group("value").upper() == "TRUE")
+    try:
+        node = sqlglot.parse_one(text, read="snowflake")
+    except ParseError as exc:
+        raise CompilationError(
+            f"syntax error: {exc.errors[0]['description'] if exc.errors else exc}"
+        ) from exc
+    if isinstance(node, exp.Create):
+        return _parse_create(node, defaults)
+    if isinstance(node, exp.Query):
+        return Query(node, text)
+    raise CompilationError(f"unsupported statement: {text.split()[0].upper()} (see `floe sql --help`)")

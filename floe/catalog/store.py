@@ -1,0 +1,98 @@
+"""The catalog in Redis: stages, tables and pipes as JSON under one hash tag."""
+
+from __future__ import annotations
+
+import time
+from typing import TypeVar, cast
+
+import redis
+from pydantic import BaseModel
+
+from floe.catalog.models import Pipe, Stage, Table
+from floe.errors import ObjectNotFound
+from floe.keys import Keys
+
+M = TypeVar("M", Stage, Table, Pipe)
+
+KINDS: dict[type[BaseModel], str] = {Stage: "stages", Table: "tables", Pipe: "pipes"}
+
+
+def now_ms() -> int:
+    """Wall-clock time in ms since the epoch."""
+    return int(time.time() * 1000)
+
+
+class Catalog:
+    """Read and write catalog objects. Readers cache by the catalog version counter."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self._r = client
+        self._keys = keys
+        self._cache: dict[str, tuple[int, dict[str, BaseModel]]] = {}
+
+    def version(self) -> int:
+        """Current catalog version."""
+        return int(cast(bytes | None, self._r.get(self._keys.catalog_version())) or 0)
+
+    def all(self, model: type[M]) -> dict[str, M]:
+        """Every object of a kind, by fully qualified name."""
+        kind = KINDS[model]
+        version = self.version()
+        cached = self._cache.get(kind)
+        if cached and cached[0] == version:
+            return cast(dict[str, M], cached[1])
+        raw = cast(dict[bytes, bytes], self._r.hgetall(self._keys.objects(kind)))
+        objs = {k.decode(): model.model_validate_json(v) for k, v in raw.items()}
+        self._cache[kind] = (version, cast(dict[str, BaseModel], objs))
+        return objs
+
+    def find(self, model: type[M], name: str) -> M | None:
+        """The object with this fully qualified name, or None."""
+        return self.all(model).get(name)
+
+    def get(self, model: type[M], name: str) -> M:
+        """The object with this fully qualified name, or ObjectNotFound."""
+        obj = self.find(model, name)
+        if obj is None:
+            raise ObjectNotFound(KINDS[model][:-1], name)
+        return obj
+
+    def put(self, obj: Stage | Table | Pipe) -> None:
+        """Create or replace an object and bump the version in one transaction."""
+        kind = KINDS[type(obj)]
+        pipe = self._r.pipeline(transaction=True)
+        pipe.hset(self._keys.objects(kind), obj.name, obj.model_dump_json())
+        if isinstance(obj, Pipe):
+            # A pipe's blobs become part of its table for as long as the table incarnation lives.
+            pipe.sadd(self._keys.table_segments(obj.table_id), obj.id)
+        pipe.incr(self._keys.catalog_version())
+        pipe.execute()
+
+    def delete(self, model: type[M], name: str) -> M | None:
+        """Remove an object; returns what was removed."""
+        obj = self.find(model, name)
+        if obj is None:
+            return None
+        pipe = self._r.pipeline(transaction=True)
+        pipe.hdel(self._keys.objects(KINDS[model]), name)
+        if isinstance(obj, Table):
+            pipe.delete(self._keys.table_segments(obj.id))
+        pipe.incr(self._keys.catalog_version())
+        pipe.execute()
+        return obj
+
+    def segments(self, table: Table) -> list[str]:
+        """Pipe ids whose committed blobs belong to this table."""
+        members = cast(set[bytes], self._r.smembers(self._keys.table_segments(table.id)))
+        return sorted(m.decode() for m in members)
+
+    def pipes_for_table(self, table: Table) -> list[Pipe]:
+        """Current pipes that load into this table incarnation."""
+        return [p for p in self.all(Pipe).values() if p.table_id == table.id]
+
+    def pipe_by_id(self, pipe_id: str) -> Pipe | None:
+        """The current pipe with this incarnation id."""
+        for p in self.all(Pipe).values():
+            if p.id == pipe_id:
+                return p
+        return None

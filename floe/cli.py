@@ -1,0 +1,103 @@
+"""The `floe` command: run SQL against the service, and run each Floe process."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from floe.client import SqlFailed, run_sql
+from floe.settings import Settings
+
+app = typer.Typer(
+    help="Floe: a self-hosted Snowpipe. Declare pipes in Snowflake SQL; "
+    "files dropped in S3 load exactly once.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+err = Console(stderr=True)
+
+
+def _print_table(body: dict[str, Any]) -> None:
+    table = RichTable(show_lines=False)
+    for col in body["columns"]:
+        table.add_column(col, overflow="fold")
+    for row in body["rows"]:
+        table.add_row(*["NULL" if v is None else str(v) for v in row])
+    Console().print(table)
+    n = len(body["rows"])
+    err.print(f"{n} row{'s' if n != 1 else ''}", style="dim")
+
+
+@app.command()
+def sql(
+    statement: Annotated[
+        str, typer.Argument(help='One Snowflake SQL statement, e.g. "SELECT COUNT(*) FROM t".')
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array of row objects.")] = False,
+) -> None:
+    """Run one statement against the running Floe service and print the result.
+
+    Supported: CREATE [OR REPLACE] STAGE | TABLE | PIPE, SHOW STAGES | TABLES | PIPES,
+    DESC PIPE | TABLE | STAGE, DROP PIPE | TABLE | STAGE, ALTER PIPE ... SET PIPE_EXECUTION_PAUSED,
+    SELECT over tables, TABLE(INFORMATION_SCHEMA.COPY_HISTORY(...)) and SYSTEM$PIPE_STATUS('p').
+    """
+    settings = Settings()
+    try:
+        body = run_sql(settings, statement)
+    except SqlFailed as exc:
+        err.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from None
+    if as_json:
+        records = [dict(zip(body["columns"], row, strict=True)) for row in body["rows"]]
+        sys.stdout.write(json.dumps(records, default=str) + "\n")
+    else:
+        _print_table(body)
+
+
+@app.command()
+def api() -> None:
+    """Run the HTTP API (SQL endpoint, health, metrics) on FLOE_API__HOST:FLOE_API__PORT."""
+    from services.api import serve
+
+    serve(Settings())
+
+
+@app.command()
+def consumer() -> None:
+    """Run an SQS consumer: S3 notifications -> dedup -> pipe queues. Several may run at once."""
+    from services.consumer import main as consumer_main
+
+    consumer_main(Settings())
+
+
+@app.command()
+def pipeline() -> None:
+    """Run the Spark Structured Streaming job that loads queued files into tables."""
+    from pipeline.job import run
+
+    run(Settings())
+
+
+@app.command()
+def demo(
+    follow: Annotated[bool, typer.Option(help="Keep showing new loads until Ctrl-C.")] = True,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the demo files to load.")] = 180.0,
+) -> None:
+    """Create a demo stage, table and auto-ingest pipe, drop sample files, and show them loaded."""
+    from floe.demo import run_demo
+
+    raise typer.Exit(run_demo(Settings(), follow=follow, timeout=timeout))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

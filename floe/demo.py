@@ -1,0 +1,111 @@
+"""`floe demo` (what `make run` shows): a stage, a table, an auto-ingest pipe and a few files."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from floe.aws import client as aws_client
+from floe.client import SqlFailed, records, run_sql
+from floe.settings import Settings
+
+BUCKET = "floe-demo"
+console = Console()
+
+STATEMENTS = [
+    f"CREATE OR REPLACE STAGE demo_stage URL = 's3://{BUCKET}/trips/' "
+    "FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)",
+    "CREATE OR REPLACE TABLE trips (trip_id INT NOT NULL, city VARCHAR, fare NUMBER(10,2), "
+    "started_at TIMESTAMP_NTZ, source_file VARCHAR, source_row INT)",
+    "CREATE OR REPLACE PIPE demo_pipe AUTO_INGEST = TRUE AS COPY INTO trips FROM "
+    "(SELECT $1, UPPER($2), $3, $4, METADATA$FILENAME, METADATA$FILE_ROW_NUMBER FROM @demo_stage) "
+    "FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1) ON_ERROR = CONTINUE",
+]
+
+CITIES = ["berlin", "lisbon", "oslo", "rome", "paris"]
+
+
+def sample_file(index: int, rows: int = 5) -> bytes:
+    """A small CSV of trips; file 2 carries one bad fare to show ON_ERROR = CONTINUE."""
+    lines = ["trip_id,city,fare,started_at"]
+    for r in range(rows):
+        trip = index * 100 + r
+        fare = "n/a" if (index == 2 and r == 3) else f"{5 + (trip % 17) * 1.25:.2f}"
+        lines.append(f"{trip},{CITIES[trip % len(CITIES)]},{fare},2026-11-{1 + index:02d} 0{r}:15:00")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _show(body: dict[str, Any], title: str) -> None:
+    table = RichTable(title=title)
+    for col in body["columns"]:
+        table.add_column(col, overflow="fold")
+    for row in body["rows"]:
+        table.add_row(*["NULL" if v is None else str(v) for v in row])
+    console.print(table)
+
+
+def run_demo(settings: Settings, follow: bool = True, timeout: float = 180.0) -> int:
+    """Run the demo; returns the process exit code."""
+    try:
+        s3 = aws_client(settings.aws, "s3")
+        s3.create_bucket(Bucket=BUCKET)
+        for stmt in STATEMENTS:
+            console.print(f"[bold cyan]floe sql[/] {stmt}")
+            run_sql(settings, stmt)
+        files = [f"trips/2026/11/trips_{i}.csv" for i in range(1, 4)]
+        for i, key in enumerate(files, start=1):
+            s3.put_object(Bucket=BUCKET, Key=key, Body=sample_file(i))
+            console.print(f"[green]put[/] s3://{BUCKET}/{key}")
+        history_sql = (
+            "SELECT FILE_NAME, STATUS, ROW_COUNT, ROW_PARSED, FIRST_ERROR_MESSAGE, FIRST_ERROR_LINE_NUMBER "
+            "FROM TABLE(INFORMATION_SCHEMA.COPY_HISTORY(TABLE_NAME => 'trips', "
+            "START_TIME => DATEADD(hours, -1, CURRENT_TIMESTAMP()))) ORDER BY FILE_NAME"
+        )
+        started = time.monotonic()
+        with console.status("waiting for the pipe to load the files...") as status:
+            while True:
+                done = [
+                    r for r in records(run_sql(settings, history_sql)) if r["STATUS"] != "Load in progress"
+                ]
+                status.update(f"waiting for the pipe: {len(done)}/{len(files)} files loaded")
+                if len(done) >= len(files):
+                    break
+                if time.monotonic() - started > timeout:
+                    console.print(
+                        "[red]the demo files did not load in time.[/] Check `.floe/logs/pipeline.log` and "
+                        "`.floe/logs/consumer.log`, and `make status`."
+                    )
+                    return 1
+                time.sleep(0.5)
+        console.print(f"loaded in {time.monotonic() - started:.1f} s")
+        _show(run_sql(settings, history_sql), "COPY_HISTORY")
+        _show(
+            run_sql(
+                settings,
+                "SELECT city, COUNT(*) AS trips, SUM(fare) AS revenue FROM trips GROUP BY city ORDER BY city",
+            ),
+            "SELECT city, COUNT(*), SUM(fare) FROM trips GROUP BY city",
+        )
+        _show(run_sql(settings, "SELECT SYSTEM$PIPE_STATUS('demo_pipe')"), "SYSTEM$PIPE_STATUS")
+        if not follow:
+            return 0
+        console.print(
+            f"\nFloe is running. Drop CSV files into s3://{BUCKET}/trips/ "
+            f"(endpoint {settings.aws.endpoint_url}), "
+            'or query with `.venv/bin/floe sql "SELECT COUNT(*) FROM trips"`. Ctrl-C stops.'
+        )
+        seen = len(files)
+        while True:
+            time.sleep(2)
+            rows = records(run_sql(settings, history_sql))
+            for r in rows[seen:]:
+                console.print(f"[green]{r['STATUS']}[/] {r['FILE_NAME']} rows={r['ROW_COUNT']}")
+            seen = max(seen, len(rows))
+    except SqlFailed as exc:
+        console.print(f"[red]{exc}[/red]")
+        return 1
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,81 @@
+"""Load history: the state of each (pipe, path), as written by dedup and the registrar.
+
+Dedup creates the entry (LOAD_IN_PROGRESS) in the same atomic step that enqueues the file; the
+registrar turns it terminal in the same transaction that makes the file's rows visible. Readers
+(insertReport, loadHistoryScan, COPY_HISTORY, SYSTEM$PIPE_STATUS) only read.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, cast
+
+import redis
+from pydantic import BaseModel
+
+from floe.keys import Keys
+
+Status = Literal["LOAD_IN_PROGRESS", "LOADED", "LOAD_FAILED", "PARTIALLY_LOADED"]
+
+COPY_HISTORY_STATUS: dict[str, str] = {
+    "LOAD_IN_PROGRESS": "Load in progress",
+    "LOADED": "Loaded",
+    "LOAD_FAILED": "Load failed",
+    "PARTIALLY_LOADED": "Partially loaded",
+}
+
+
+class FileState(BaseModel):
+    """One file's load-history entry."""
+
+    path: str
+    """Path relative to the stage."""
+    stage_location: str
+    """The stage URL."""
+    status: Status = "LOAD_IN_PROGRESS"
+    """Snowpipe status."""
+    size: int | None = None
+    """File size in bytes, when known."""
+    received_ms: int
+    """When the notification or insertFiles call reached Floe."""
+    loaded_ms: int | None = None
+    """When the load committed."""
+    rows_parsed: int | None = None
+    """Records read from the file."""
+    rows_loaded: int = 0
+    """Records that became rows of the table."""
+    errors_seen: int = 0
+    """Records with errors."""
+    error_limit: int = 1
+    """ERROR_LIMIT of the pipe's ON_ERROR rule."""
+    first_error: str | None = None
+    """Message of the first error."""
+    first_error_line: int | None = None
+    """Physical line of the first error."""
+    first_error_character: int | None = None
+    """Character position of the first error."""
+    first_error_column: str | None = None
+    """Column of the first error, as "TABLE"["COL":n]."""
+    system_error: str | None = None
+    """Error that stopped the whole file (missing object, unreadable format)."""
+    source: str = "notification"
+    """'notification' (SQS) or 'rest' (insertFiles)."""
+
+    @property
+    def complete(self) -> bool:
+        """Whether the load reached a terminal status."""
+        return self.status != "LOAD_IN_PROGRESS"
+
+
+def read_states(client: redis.Redis, keys: Keys, pipe_id: str, since_ms: int = 0) -> list[FileState]:
+    """Every file state of a pipe received at or after ``since_ms``, oldest first."""
+    paths = cast(list[bytes], client.zrangebyscore(keys.history(pipe_id), since_ms, "+inf"))
+    if not paths:
+        return []
+    values = cast(list[bytes | None], client.mget([keys.file(pipe_id, p.decode()) for p in paths]))
+    return [FileState.model_validate_json(v) for v in values if v is not None]
+
+
+def read_state(client: redis.Redis, keys: Keys, pipe_id: str, path: str) -> FileState | None:
+    """The state of one (pipe, path), if Floe remembers it."""
+    raw = cast(bytes | None, client.get(keys.file(pipe_id, path)))
+    return FileState.model_validate_json(raw) if raw else None

@@ -1,0 +1,147 @@
+"""The one settings tree. Built once at start-up (``Settings()``) and passed down.
+
+Every field can be set from the environment with the ``FLOE_`` prefix and ``__`` between levels,
+for example ``FLOE_REDIS__URL`` or ``FLOE_API__PORT``. Nothing else in Floe reads ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from pathlib import Path
+
+from pydantic import BaseModel, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class AwsSettings(BaseModel):
+    """Where S3 and SQS live (LocalStack by default)."""
+
+    endpoint_url: str = "http://127.0.0.1:4566"
+    """S3/SQS endpoint; empty string means real AWS."""
+    region: str = "us-east-1"
+    """AWS region for every client."""
+    access_key_id: str = "test"
+    """Access key id (LocalStack accepts 'test')."""
+    secret_access_key: SecretStr = SecretStr("test")
+    """Secret access key; never logged."""
+
+
+class RedisSettings(BaseModel):
+    """The Redis that holds the catalog, the pipe queues, file states and load history."""
+
+    url: str = "redis://127.0.0.1:6379/0"
+    """Redis connection URL."""
+    prefix: str = "floe"
+    """Prefix of every key Floe writes, so several deployments (or tests) can share one Redis."""
+
+
+class ApiSettings(BaseModel):
+    """The REST API (Snowpipe endpoints, SQL endpoint, health, metrics)."""
+
+    host: str = "127.0.0.1"
+    """Interface to bind; loopback unless you mean to expose it."""
+    port: int = 8080
+    """TCP port of the API."""
+    query_cache_bytes: int = 1 << 30
+    """Upper bound on decrypted blobs kept in memory for queries."""
+
+
+class ConsumerSettings(BaseModel):
+    """The SQS consumer that turns S3 notifications into pipe queue entries."""
+
+    queue_name: str = "floe-ingest"
+    """SQS queue that stage buckets notify."""
+    dlq_name: str = "floe-ingest-dlq"
+    """Dead-letter queue for messages that cannot be parsed or routed."""
+    max_receive_count: int = 5
+    """Deliveries of one message before SQS moves it to the dead-letter queue."""
+    visibility_timeout_s: int = 60
+    """Seconds a received message stays hidden from other consumers."""
+    wait_time_s: int = 10
+    """Long-poll wait of one ReceiveMessage call."""
+    concurrency: int = 4
+    """Concurrent ReceiveMessage loops inside one consumer process."""
+
+
+class PipelineSettings(BaseModel):
+    """The Spark Structured Streaming job."""
+
+    spark_master: str = "local[2]"
+    """Spark master URL."""
+    checkpoint_dir: str = ".floe/checkpoints/pipeline"
+    """Streaming checkpoint directory (offsets and commits of the query)."""
+    trigger_interval_ms: int = 250
+    """Micro-batch trigger interval."""
+    max_files_per_batch: int = 2000
+    """Upper bound on files planned into one micro-batch."""
+    partitions: int = 2
+    """Spark tasks per micro-batch (at most one per file)."""
+    tables_bucket: str = "floe-tables"
+    """Floe-owned bucket that holds the table blobs."""
+    driver_memory: str = "2g"
+    """spark.driver.memory for the local job."""
+
+
+class EncryptionSettings(BaseModel):
+    """Envelope encryption of blobs: random data keys wrapped by a master key."""
+
+    master_key: SecretStr | None = None
+    """Base64 of a 32-byte master key; if unset, read or create ``master_key_file``."""
+    master_key_file: str = ".floe/master.key"
+    """File that holds the base64 master key when ``master_key`` is unset."""
+    master_key_id: str = "floe-master-1"
+    """Identifier recorded in blob metadata; lets a KMS-backed provider pick the key later."""
+
+    def resolve_master_key(self) -> bytes:
+        """Return the 32-byte master key, creating the key file on first use."""
+        if self.master_key is not None:
+            raw = base64.b64decode(self.master_key.get_secret_value())
+        else:
+            path = Path(self.master_key_file)
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(base64.b64encode(secrets.token_bytes(32)).decode())
+                path.chmod(0o600)
+            raw = base64.b64decode(path.read_text().strip())
+        if len(raw) != 32:
+            raise ValueError("the master key must be 32 bytes (base64 of 32 random bytes)")
+        return raw
+
+
+class Settings(BaseSettings):
+    """Root of the settings tree."""
+
+    model_config = SettingsConfigDict(env_prefix="FLOE_", env_nested_delimiter="__", extra="ignore")
+
+    account: str = "FLOE"
+    """Account identifier; JWTs must name it."""
+    database: str = "FLOE"
+    """Default database for unqualified names."""
+    schema_name: str = "PUBLIC"
+    """Default schema for unqualified names."""
+    state_dir: str = ".floe"
+    """Where pid files, logs and keys go."""
+    auto_configure_notifications: bool = True
+    """CREATE PIPE AUTO_INGEST=TRUE configures the stage bucket's S3 notification to Floe's queue."""
+    history_retention_days: int = 14
+    """How long file states and load history are kept (and dedup remembers a path)."""
+    log_level: str = "INFO"
+    """Log level of every Floe process."""
+    aws: AwsSettings = AwsSettings()
+    """S3 and SQS."""
+    redis: RedisSettings = RedisSettings()
+    """Metadata store."""
+    api: ApiSettings = ApiSettings()
+    """REST API."""
+    consumer: ConsumerSettings = ConsumerSettings()
+    """SQS consumer."""
+    pipeline: PipelineSettings = PipelineSettings()
+    """Spark job."""
+    encryption: EncryptionSettings = EncryptionSettings()
+    """Blob encryption."""
+
+    @property
+    def retention_seconds(self) -> int:
+        """History and dedup retention in seconds."""
+        return self.history_retention_days * 86400

@@ -1,0 +1,1 @@
+"""Local infrastructure of Floe: the process manager behind ``make up``/``make down`` (``infra.stack``)."""

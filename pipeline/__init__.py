@@ -1,0 +1,1 @@
+"""The Spark Structured Streaming job: queue source, loader (read, transform, blobs) and registrar."""

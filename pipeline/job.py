@@ -1,0 +1,232 @@
+"""The long-running Spark Structured Streaming job.
+
+One query reads every pipe's queue through the ``floe_files`` source. Each micro-batch
+(``foreachBatch``) skips pipes whose share of the batch is already committed (a replay), spreads
+the files over ``pipeline.partitions`` tasks that read, transform and write blobs
+(``mapInArrow``), and hands the results to the registrar, one atomic commit per pipe.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import redis
+from pyspark.sql import DataFrame, SparkSession
+
+from floe.aws import client as aws_client
+from floe.catalog import Catalog, Table, now_ms
+from floe.history import FileState
+from floe.keys import Keys
+from floe.runtime import Readiness, Shutdown, setup_logging
+from floe.settings import Settings
+from pipeline.loader import TASK_SCHEMA, BatchContext, process_partition
+from pipeline.registrar import PipeCommit, Registrar
+from pipeline.source import FloeFileSource
+
+log = logging.getLogger("floe.pipeline")
+
+_STATE_FIELDS = (
+    "status",
+    "rows_parsed",
+    "rows_loaded",
+    "errors_seen",
+    "first_error",
+    "first_error_line",
+    "first_error_character",
+    "first_error_column",
+    "system_error",
+)
+
+
+def spark_session(settings: Settings) -> SparkSession:
+    """A local Spark session set up for the job."""
+    # Spark's Python workers must run the venv's interpreter, which has Floe installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    p = settings.pipeline
+    spark = (
+        SparkSession.builder.master(p.spark_master)
+        .appName("floe-pipeline")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", p.driver_memory)
+        .config("spark.sql.shuffle.partitions", str(max(1, p.partitions)))
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.sql.streaming.pollingDelay", "50ms")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    spark.dataSource.register(FloeFileSource)
+    return spark
+
+
+class BatchProcessor:
+    """The foreachBatch function, with its Redis handles."""
+
+    def __init__(self, settings: Settings, spark: SparkSession) -> None:
+        self.settings = settings
+        self.spark = spark
+        self.redis = redis.Redis.from_url(settings.redis.url)
+        self.keys = Keys(settings.redis.prefix)
+        self.catalog = Catalog(self.redis, self.keys)
+        self.registrar = Registrar(self.redis, self.keys, settings.retention_seconds)
+        self.master_key = settings.encryption.resolve_master_key()
+        self.settings_json = settings.model_dump_json()
+        self._query_id: str | None = None
+        self.batches = 0
+
+    def query_id(self) -> str:
+        """The streaming query's id, which lives in the checkpoint and survives restarts."""
+        if self._query_id is None:
+            meta = Path(self.settings.pipeline.checkpoint_dir) / "metadata"
+            self._query_id = str(json.loads(meta.read_text())["id"])
+        return self._query_id
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        qid = self.query_id()
+        rows = [r.asDict() for r in df.collect()]
+        by_pipe: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in rows:
+            by_pipe[r["pipe_id"]].append(r)
+        pipes: dict[str, str] = {}
+        tables: dict[str, str] = {}
+        todo: list[dict[str, Any]] = []
+        for pipe_id, files in by_pipe.items():
+            if self.registrar.committed(pipe_id, qid, batch_id):
+                log.info("batch %d already committed for pipe %s: replay skipped", batch_id, pipe_id)
+                continue
+            pipe = self.catalog.pipe_by_id(pipe_id)
+            table = self.catalog.find(Table, pipe.copy_spec.table) if pipe else None
+            if pipe is None or table is None or table.id != pipe.table_id:
+                log.warning("pipe %s or its table is gone; dropping %d queued files", pipe_id, len(files))
+                continue
+            pipes[pipe_id] = pipe.model_dump_json()
+            tables[pipe_id] = table.model_dump_json()
+            todo.extend(files)
+        if not todo:
+            return
+        n = max(1, min(self.settings.pipeline.partitions, len(todo)))
+        todo.sort(key=lambda r: (r["pipe_id"], r["path"]))
+        tasks = [
+            (r["pipe_id"], r["path"], r["size"], r["received_ms"], r["stream_id"], i % n)
+            for i, r in enumerate(todo)
+        ]
+        ctx = BatchContext(self.settings_json, self.master_key, qid, batch_id, pipes, tables)
+        rdd = (
+            self.spark.sparkContext.parallelize(tasks)
+            .keyBy(lambda t: t[-1])
+            .partitionBy(n, lambda k: k)
+            .values()
+        )
+        results = (
+            self.spark.createDataFrame(rdd, TASK_SCHEMA)
+            .mapInArrow(lambda it: process_partition(ctx, it), "kind string, pipe_id string, payload string")
+            .collect()
+        )
+        self._commit(results, by_pipe, qid, batch_id)
+        self.batches += 1
+        log.info(
+            "batch %d: %d files, %d pipes in %.2f s",
+            batch_id,
+            len(todo),
+            len(pipes),
+            time.monotonic() - started,
+            extra={"batch": batch_id},
+        )
+
+    def _commit(
+        self, results: list[Any], by_pipe: dict[str, list[dict[str, Any]]], qid: str, batch_id: int
+    ) -> None:
+        commits: dict[str, PipeCommit] = {}
+        now = now_ms()
+        for row in results:
+            payload = json.loads(row["payload"])
+            c = commits.setdefault(row["pipe_id"], PipeCommit(row["pipe_id"]))
+            if row["kind"] == "blob":
+                c.blobs.append(payload)
+                continue
+            old = self.redis.get(self.keys.file(row["pipe_id"], payload["path"]))
+            received = next(r["received_ms"] for r in by_pipe[row["pipe_id"]] if r["path"] == payload["path"])
+            pipe = self.catalog.pipe_by_id(row["pipe_id"])
+            state = (
+                FileState.model_validate_json(old)
+                if old
+                else FileState(
+                    path=payload["path"],
+                    stage_location=pipe.stage_url if pipe else "",
+                    received_ms=received,
+                )
+            )
+            update = {k: payload.get(k) for k in _STATE_FIELDS if k in payload}
+            update["loaded_ms"] = now
+            if payload.get("size") is not None:
+                update["size"] = payload["size"]
+            c.files.append((state.model_copy(update=update), payload["stream_id"]))
+            extra = {
+                "pipe": pipe.name if pipe else row["pipe_id"],
+                "file": payload["path"],
+                "batch": batch_id,
+            }
+            if payload["status"] == "LOAD_FAILED":
+                log.warning("load failed: %s", payload.get("first_error"), extra=extra)
+        for c in commits.values():
+            done = self.registrar.commit(c, qid, batch_id, now)
+            if not done:
+                log.info("pipe %s batch %d was committed by an earlier attempt", c.pipe_id, batch_id)
+
+
+def run(settings: Settings) -> None:
+    """Entry point of `floe pipeline`: run the streaming query until asked to stop."""
+    setup_logging(settings, "pipeline")
+    ready = Readiness(settings, "pipeline")
+    shutdown = Shutdown().install()
+    p = settings.pipeline
+    aws_client(settings.aws, "s3").create_bucket(Bucket=p.tables_bucket)  # idempotent in us-east-1
+    spark = spark_session(settings)
+    processor = BatchProcessor(settings, spark)
+    try:
+        while not shutdown.requested:
+            stream = (
+                spark.readStream.format("floe_files")
+                .option("redis_url", settings.redis.url)
+                .option("prefix", settings.redis.prefix)
+                .option("max_files", str(p.max_files_per_batch))
+                .load()
+            )
+            query = (
+                stream.writeStream.foreachBatch(processor)
+                .option("checkpointLocation", p.checkpoint_dir)
+                .trigger(processingTime=f"{p.trigger_interval_ms} milliseconds")
+                .start()
+            )
+            ready.set()
+            log.info("streaming query %s started (checkpoint %s)", query.id, p.checkpoint_dir)
+            while query.isActive and not shutdown.requested:
+                query.awaitTermination(0.5)
+            if shutdown.requested:
+                _drain(query)
+                break
+            exc = query.exception()
+            log.error("streaming query stopped: %s; restarting from the checkpoint in 2 s", exc)
+            time.sleep(2)
+    finally:
+        ready.clear()
+        spark.stop()
+        log.info("pipeline stopped after %d batches", processor.batches)
+
+
+def _drain(query: Any) -> None:
+    """Let the running micro-batch finish, then stop the query."""
+    log.info("draining: waiting for the running micro-batch")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and query.isActive and query.status.get("isTriggerActive"):
+        time.sleep(0.1)
+    query.stop()

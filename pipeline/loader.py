@@ -1,0 +1,154 @@
+"""Executor-side work of a micro-batch: read staged files, transform them, write blobs.
+
+Runs inside ``mapInArrow`` on Spark's Python workers. Input rows name files; output rows are small
+JSON records (one per file result, one per blob) that the driver hands to the registrar. Data
+never travels through Spark itself: pyarrow reads the files from S3 and writes the blobs to S3.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+from pyarrow import fs as pafs
+
+from floe.aws import pyarrow_s3_kwargs
+from floe.blobs import BlobCrypto, crypto_from_settings, write_blob
+from floe.catalog import Pipe, Table
+from floe.errors import FileLoadError
+from floe.settings import Settings
+from floe.types import arrow_schema
+from pipeline.formats import read_raw
+from pipeline.transform import CompiledCopy, apply_copy, compile_copy
+
+log = logging.getLogger("floe.pipeline.loader")
+
+TASK_SCHEMA = "pipe_id string, path string, size long, received_ms long, stream_id string, part int"
+OUT_SCHEMA = "kind string, pipe_id string, payload string"
+
+
+@dataclass
+class BatchContext:
+    """Everything a task needs, shipped from the driver in the closure."""
+
+    settings_json: str
+    master_key: bytes
+    query_id: str
+    batch_id: int
+    pipes: dict[str, str]
+    """pipe id -> Pipe JSON"""
+    tables: dict[str, str]
+    """pipe id -> Table JSON"""
+
+
+class _Worker:
+    """Per-process caches: S3 client, crypto, DuckDB connection, compiled pipes."""
+
+    def __init__(self, ctx: BatchContext) -> None:
+        self.settings = Settings.model_validate_json(ctx.settings_json)
+        self.fs = pafs.S3FileSystem(**pyarrow_s3_kwargs(self.settings.aws))
+        self.crypto: BlobCrypto = crypto_from_settings(self.settings.encryption.master_key_id, ctx.master_key)
+        self.con = duckdb.connect(config={"threads": 1})
+        self.compiled: dict[str, tuple[str, CompiledCopy]] = {}
+
+    def compiled_for(self, pipe: Pipe, table: Table) -> CompiledCopy:
+        key = pipe.id + table.model_dump_json()
+        hit = self.compiled.get(pipe.id)
+        if hit is None or hit[0] != key:
+            hit = (key, compile_copy(pipe.copy_spec, table, pipe.copy_spec.file_format.type))
+            self.compiled[pipe.id] = hit
+        return hit[1]
+
+
+_WORKER: _Worker | None = None
+
+
+def _worker(ctx: BatchContext) -> _Worker:
+    global _WORKER
+    if _WORKER is None or _WORKER.settings.model_dump_json() != ctx.settings_json:
+        _WORKER = _Worker(ctx)
+    return _WORKER
+
+
+def blob_name(pipe: Pipe, table: Table, query_id: str, batch_id: int, part: int) -> str:
+    """Deterministic per (table, pipe, batch, partition): a replay overwrites its own blob."""
+    db, schema, name = table.name.split(".")
+    return f"{db}/{schema}/{name}/{table.id}/{pipe.id}/{query_id}-{batch_id:010d}-{part:04d}.parquet"
+
+
+def load_file(w: _Worker, pipe: Pipe, table: Table, path: str) -> tuple[pa.Table | None, dict[str, Any]]:
+    """Read and transform one file; returns its rows (or None) and its result record."""
+    key = pipe.object_key(path)
+    location = f"{pipe.bucket}/{key}"
+    try:
+        with w.fs.open_input_file(location) as f:
+            data = f.readall()
+    except FileNotFoundError:
+        return None, _failed(
+            f"Remote file 's3://{location}' was not found. The file may have been deleted.", True
+        )
+    except OSError as exc:
+        if "NoSuchKey" in str(exc) or "does not exist" in str(exc) or "404" in str(exc):
+            return None, _failed(
+                f"Remote file 's3://{location}' was not found. The file may have been deleted.", True
+            )
+        raise  # transient: the task fails and the batch is replayed
+    try:
+        raw = read_raw(data, pipe.copy_spec.file_format, path=path)
+        rows, result = apply_copy(w.compiled_for(pipe, table), raw, filename=path, con=w.con)
+    except FileLoadError as exc:
+        return None, _failed(exc.message, False, size=len(data))
+    record = result.to_dict()
+    record["size"] = len(data)
+    if result.status == "LOAD_FAILED" or rows.num_rows == 0:
+        return None, record
+    return rows, record
+
+
+def _failed(message: str, system: bool, size: int | None = None) -> dict[str, Any]:
+    return {
+        "status": "LOAD_FAILED",
+        "rows_parsed": 0,
+        "rows_loaded": 0,
+        "errors_seen": 1,
+        "first_error": message,
+        "system_error": message if system else None,
+        "size": size,
+    }
+
+
+def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: load every file of this partition, write one blob per (pipe, part)."""
+    w = _worker(ctx)
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for batch in batches:
+        for row in batch.to_pylist():
+            groups.setdefault((row["pipe_id"], row["part"]), []).append(row)
+    for (pipe_id, part), rows in sorted(groups.items()):
+        pipe = Pipe.model_validate_json(ctx.pipes[pipe_id])
+        table = Table.model_validate_json(ctx.tables[pipe_id])
+        pieces: list[pa.Table] = []
+        loaded: list[str] = []
+        out: list[dict[str, Any]] = []
+        for row in sorted(rows, key=lambda r: r["path"]):
+            data, record = load_file(w, pipe, table, row["path"])
+            record.update(path=row["path"], stream_id=row["stream_id"])
+            out.append({"kind": "file", "pipe_id": pipe_id, "payload": json.dumps(record)})
+            if data is not None:
+                pieces.append(data)
+                loaded.append(row["path"])
+        if pieces:
+            name = blob_name(pipe, table, ctx.query_id, ctx.batch_id, part)
+            combined = pa.concat_tables(pieces).cast(arrow_schema(table))
+            path = f"{w.settings.pipeline.tables_bucket}/{name}"
+            meta = write_blob(combined, w.fs, path, w.crypto, name=name, files=loaded)
+            out.append({"kind": "blob", "pipe_id": pipe_id, "payload": json.dumps(meta.to_dict())})
+        yield pa.RecordBatch.from_pylist(out, schema=_OUT_ARROW)
+
+
+_OUT_ARROW = pa.schema([("kind", pa.string()), ("pipe_id", pa.string()), ("payload", pa.string())])

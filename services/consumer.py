@@ -1,0 +1,160 @@
+"""The queue consumer: long-polls SQS, routes S3 notifications to pipes, dedups and enqueues.
+
+A message is deleted only after the dedup-and-enqueue step for every file in it succeeded, so a
+crash between the two redelivers the message and dedup makes the redelivery harmless. A message
+that cannot be parsed or routed is made visible again at once, so SQS moves it to the dead-letter
+queue after maxReceiveCount deliveries; the consumer itself keeps running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import redis
+from aiobotocore.session import get_session
+
+from floe.aws import client as aws_client
+from floe.aws import client_kwargs
+from floe.catalog import Catalog, Pipe
+from floe.errors import TransientError
+from floe.keys import Keys
+from floe.runtime import Readiness, Shutdown, setup_logging
+from floe.settings import Settings
+from services.dedup import Deduper, FileRef
+from services.notifications import MalformedMessage, parse_message, route
+from services.queues import ensure_queues
+
+log = logging.getLogger("floe.consumer")
+
+
+class Consumer:
+    """One consumer process; several may run side by side on the same queue."""
+
+    def __init__(self, settings: Settings, client: redis.Redis | None = None) -> None:
+        self.settings = settings
+        self.redis = client or redis.Redis.from_url(settings.redis.url)
+        self.keys = Keys(settings.redis.prefix)
+        self.catalog = Catalog(self.redis, self.keys)
+        self.deduper = Deduper(self.redis, self.keys, settings.retention_seconds)
+        self.stopping = asyncio.Event()
+        self.handled = 0
+
+    def handle_body(self, body: str) -> int:
+        """Dedup and enqueue the files of one message; returns files newly enqueued.
+
+        Raises MalformedMessage for poison messages and TransientError when Redis is unavailable.
+        """
+        records = parse_message(body)
+        pipes = list(self.catalog.all(Pipe).values())
+        by_pipe: dict[str, tuple[Pipe, list[FileRef]]] = {}
+        unknown: list[str] = []
+        for rec in records:
+            matches, known = route(rec, pipes)
+            if not known:
+                unknown.append(f"s3://{rec.bucket}/{rec.key}")
+            for pipe, rel in matches:
+                by_pipe.setdefault(pipe.id, (pipe, []))[1].append(FileRef(rel, rec.size))
+        enqueued = 0
+        try:
+            for pipe, files in by_pipe.values():
+                flags = self.deduper.enqueue(pipe, files, source="notification")
+                enqueued += sum(flags)
+                for f, new in zip(files, flags, strict=True):
+                    log.info(
+                        "enqueued" if new else "skipped: already seen by this pipe",
+                        extra={"pipe": pipe.name, "file": f.path},
+                    )
+        except redis.RedisError as exc:
+            raise TransientError(f"redis unavailable: {exc}") from exc
+        if unknown and not by_pipe:
+            raise MalformedMessage(f"no auto-ingest pipe reads bucket of {', '.join(unknown)}")
+        return enqueued
+
+    async def _poll(self, sqs: Any, url: str) -> None:
+        c = self.settings.consumer
+        while not self.stopping.is_set():
+            try:
+                resp = await sqs.receive_message(
+                    QueueUrl=url,
+                    MaxNumberOfMessages=10,
+                    WaitTimeSeconds=c.wait_time_s,
+                    VisibilityTimeout=c.visibility_timeout_s,
+                    AttributeNames=["ApproximateReceiveCount"],
+                )
+            except Exception as exc:  # a broken connection must not kill the loop
+                log.warning("receive failed, retrying: %s", exc)
+                await asyncio.sleep(1)
+                continue
+            messages = resp.get("Messages", [])
+            done: list[dict[str, str]] = []
+            for msg in messages:
+                try:
+                    await asyncio.to_thread(self.handle_body, msg["Body"])
+                    done.append({"Id": msg["MessageId"], "ReceiptHandle": msg["ReceiptHandle"]})
+                except MalformedMessage as exc:
+                    count = msg.get("Attributes", {}).get("ApproximateReceiveCount", "?")
+                    log.error("poison message %s (delivery %s): %s", msg["MessageId"], count, exc.message)
+                    await self._release(sqs, url, msg)
+                except TransientError as exc:
+                    log.warning("will retry message %s: %s", msg["MessageId"], exc.message)
+                except Exception:
+                    log.exception("unexpected error on message %s", msg["MessageId"])
+                    await self._release(sqs, url, msg)
+            if done:
+                await self._delete(sqs, url, done)
+                self.handled += len(done)
+
+    async def _release(self, sqs: Any, url: str, msg: dict[str, Any]) -> None:
+        try:
+            await sqs.change_message_visibility(
+                QueueUrl=url, ReceiptHandle=msg["ReceiptHandle"], VisibilityTimeout=0
+            )
+        except Exception as exc:
+            log.warning("could not release message %s: %s", msg["MessageId"], exc)
+
+    async def _delete(self, sqs: Any, url: str, entries: list[dict[str, str]]) -> None:
+        try:
+            resp = await sqs.delete_message_batch(QueueUrl=url, Entries=entries)
+            for failed in resp.get("Failed", []):
+                log.warning("delete failed for %s: %s", failed.get("Id"), failed.get("Message"))
+        except Exception as exc:
+            # Not deleting is safe: the message comes back and dedup skips its files.
+            log.warning("delete batch failed: %s", exc)
+
+    async def run(self, ready: Readiness | None = None) -> None:
+        """Poll until asked to stop; in-flight messages are finished first."""
+        session = get_session()
+        async with session.create_client("sqs", **client_kwargs(self.settings.aws)) as sqs:
+            url = await self._queue_url(sqs)
+            if ready is not None:
+                ready.set()
+            log.info("consuming %s with %d pollers", url, self.settings.consumer.concurrency)
+            tasks = [
+                asyncio.create_task(self._poll(sqs, url)) for _ in range(self.settings.consumer.concurrency)
+            ]
+            await self.stopping.wait()
+            log.info("draining: finishing in-flight messages")
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _queue_url(self, sqs: Any) -> str:
+        del sqs  # the queues are created once, with the sync client, before polling starts
+        return (await asyncio.to_thread(ensure_queues, aws_client(self.settings.aws, "sqs"), self.settings))[
+            0
+        ]
+
+
+def main(settings: Settings) -> None:
+    """Entry point of `floe consumer`."""
+    setup_logging(settings, "consumer")
+    ready = Readiness(settings, "consumer")
+    consumer = Consumer(settings)
+    loop = asyncio.new_event_loop()
+    shutdown = Shutdown(on_first=lambda: loop.call_soon_threadsafe(consumer.stopping.set)).install()
+    try:
+        loop.run_until_complete(consumer.run(ready))
+    finally:
+        ready.clear()
+        loop.close()
+        log.info("stopped after %d messages (drain requested: %s)", consumer.handled, shutdown.requested)

@@ -1,0 +1,79 @@
+"""Dedup and enqueue: the one atomic Redis step both triggers (SQS and insertFiles) go through.
+
+For each path of one pipe, in a single Lua script: create the file's state with ``SET NX EX``
+(the 14-day dedup memory), and only if that succeeded, add the file to the pipe's queue stream and
+to its history index. A path the pipe already saw within the retention window is skipped, even if
+the object was overwritten since. All keys share the pipe's hash tag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
+
+import redis
+
+from floe.catalog import Pipe, now_ms
+from floe.history import FileState
+from floe.keys import Keys
+
+# KEYS[1] queue stream, KEYS[2] history zset, KEYS[3..] file keys.
+# ARGV[1] ttl seconds, ARGV[2] now ms, ARGV[3] retention ms, then per file: path, size, state json.
+_SCRIPT = """
+local ttl = tonumber(ARGV[1])
+local now = tonumber(ARGV[2])
+local out = {}
+for i = 3, #KEYS do
+  local base = 4 + (i - 3) * 3
+  local path, size, state = ARGV[base], ARGV[base + 1], ARGV[base + 2]
+  if redis.call('SET', KEYS[i], state, 'NX', 'EX', ttl) then
+    redis.call('XADD', KEYS[1], '*', 'path', path, 'size', size, 'received', now)
+    redis.call('ZADD', KEYS[2], now, path)
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[3]))
+return out
+"""
+
+
+@dataclass(frozen=True)
+class FileRef:
+    """A file to load: its path relative to the stage and its size if known."""
+
+    path: str
+    size: int | None = None
+
+
+class Deduper:
+    """Runs the dedup-and-enqueue script."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, retention_seconds: int) -> None:
+        self._r = client
+        self._keys = keys
+        self._ttl = retention_seconds
+        self._script = client.register_script(_SCRIPT)
+
+    def enqueue(self, pipe: Pipe, files: Sequence[FileRef], *, source: str) -> list[bool]:
+        """Enqueue the files this pipe has not seen; True where a file was newly enqueued."""
+        if not files:
+            return []
+        now = now_ms()
+        keys = [self._keys.queue(pipe.id), self._keys.history(pipe.id)]
+        args: list[str | int] = [self._ttl, now, self._ttl * 1000]
+        for f in files:
+            state = FileState(
+                path=f.path,
+                stage_location=pipe.stage_url,
+                size=f.size,
+                received_ms=now,
+                error_limit=pipe.copy_spec.error_limit,
+                source=source,
+            )
+            keys.append(self._keys.file(pipe.id, f.path))
+            args += [f.path, -1 if f.size is None else f.size, state.model_dump_json()]
+        flags = cast(list[int], self._script(keys=keys, args=args))
+        return [bool(x) for x in flags]

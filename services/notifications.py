@@ -1,0 +1,108 @@
+"""S3 event notifications: parsing the messages, and wiring buckets to Floe's queue."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote_plus
+
+from floe.catalog import Pipe
+from floe.errors import TerminalError
+
+NOTIFICATION_ID_PREFIX = "floe-"
+
+
+class MalformedMessage(TerminalError):
+    """A queue message that is not an S3 notification Floe can use."""
+
+
+@dataclass(frozen=True)
+class ObjectCreated:
+    """One object-created record of a notification."""
+
+    bucket: str
+    key: str
+    size: int | None
+
+
+def parse_message(body: str) -> list[ObjectCreated]:
+    """Object-created records of one SQS message body; [] for test events and other event types.
+
+    Accepts plain S3 notifications and SNS-wrapped ones. Keys arrive URL-encoded ('+' for space).
+    """
+    try:
+        doc = json.loads(body)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise MalformedMessage(f"message body is not JSON: {exc}") from exc
+    if isinstance(doc, dict) and doc.get("Type") == "Notification" and isinstance(doc.get("Message"), str):
+        return parse_message(doc["Message"])
+    if not isinstance(doc, dict):
+        raise MalformedMessage("message body is not a JSON object")
+    if doc.get("Event") == "s3:TestEvent":
+        return []
+    records = doc.get("Records")
+    if not isinstance(records, list):
+        raise MalformedMessage("message has no Records list (not an S3 event notification)")
+    out: list[ObjectCreated] = []
+    for rec in records:
+        try:
+            name = str(rec.get("eventName", ""))
+            s3 = rec["s3"]
+            bucket = str(s3["bucket"]["name"])
+            raw_key = s3["object"]["key"]
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise MalformedMessage(f"S3 record lacks {exc}") from exc
+        if not isinstance(raw_key, str) or not bucket:
+            raise MalformedMessage("S3 record has no object key")
+        if not name.startswith("ObjectCreated"):
+            continue
+        size = s3["object"].get("size")
+        out.append(ObjectCreated(bucket, unquote_plus(raw_key), int(size) if isinstance(size, int) else None))
+    return out
+
+
+def route(record: ObjectCreated, pipes: list[Pipe]) -> tuple[list[tuple[Pipe, str]], bool]:
+    """Auto-ingest pipes this object belongs to, with its stage-relative path.
+
+    Returns (matches, bucket_known): an object in a bucket no pipe reads is unroutable, which the
+    consumer treats as a poison message; an object that a PATTERN filters out is simply skipped.
+    """
+    matches: list[tuple[Pipe, str]] = []
+    known = False
+    for pipe in pipes:
+        if not pipe.auto_ingest or pipe.bucket != record.bucket:
+            continue
+        known = True
+        rel = pipe.relative_path(record.key)
+        if rel is not None and pipe.matches(rel):
+            matches.append((pipe, rel))
+    return matches, known
+
+
+def collapse_prefixes(prefixes: list[str]) -> list[str]:
+    """Drop prefixes covered by a shorter one: S3 rejects overlapping notification filters."""
+    out: list[str] = []
+    for p in sorted(set(prefixes)):
+        if not any(p.startswith(q) for q in out):
+            out.append(p)
+    return out
+
+
+def notification_config(existing: dict[str, Any], queue_arn: str, prefixes: list[str]) -> dict[str, Any]:
+    """The bucket's notification configuration with Floe's entries replaced by these prefixes."""
+    config = {k: v for k, v in existing.items() if k != "ResponseMetadata"}
+    queues = [
+        q for q in config.get("QueueConfigurations", []) if not str(q.get("Id", "")).startswith("floe-")
+    ]
+    for i, prefix in enumerate(collapse_prefixes(prefixes)):
+        entry: dict[str, Any] = {
+            "Id": f"{NOTIFICATION_ID_PREFIX}{i}",
+            "QueueArn": queue_arn,
+            "Events": ["s3:ObjectCreated:*"],
+        }
+        if prefix:
+            entry["Filter"] = {"Key": {"FilterRules": [{"Name": "prefix", "Value": prefix}]}}
+        queues.append(entry)
+    config["QueueConfigurations"] = queues
+    return config

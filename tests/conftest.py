@@ -1,0 +1,209 @@
+"""Session fixtures: real LocalStack and Redis, and a real Floe stack (API, consumer, Spark job).
+
+Each session gets its own Redis key prefix, SQS queue, tables bucket and API port, and each test
+its own stage bucket and object names, so runs never see each other's state.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from floe.aws import client as aws_client
+from floe.client import records, run_sql
+from floe.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+
+
+def unique(prefix: str) -> str:
+    """A random lower-case name (valid as an S3 bucket, SQS queue or SQL identifier)."""
+    return f"{prefix}{uuid.uuid4().hex[:10]}"
+
+
+def free_port() -> int:
+    """A free TCP port on loopback."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The FLOE_ environment that reproduces these settings in a child process."""
+    env: dict[str, str] = {}
+
+    def walk(prefix: str, data: dict[str, Any]) -> None:
+        for key, value in data.items():
+            name = f"{prefix}{key.upper()}"
+            if isinstance(value, dict):
+                walk(f"{name}__", value)
+            elif value is not None:
+                env[name] = str(value).lower() if isinstance(value, bool) else str(value)
+
+    dumped = settings.model_dump(mode="json")
+    dumped["aws"]["secret_access_key"] = settings.aws.secret_access_key.get_secret_value()
+    key = settings.encryption.master_key
+    dumped["encryption"]["master_key"] = key.get_secret_value() if key else None
+    walk("FLOE_", dumped)
+    return env
+
+
+@pytest.fixture(scope="session")
+def base_settings() -> Settings:
+    """Settings of the shared services (LocalStack and Redis), as the environment gives them."""
+    return Settings()
+
+
+@pytest.fixture(scope="session")
+def services(base_settings: Settings) -> Iterator[Settings]:
+    """LocalStack and Redis, started if they are not running (and stopped again if we started them)."""
+    from infra.stack import ensure_services, stop
+
+    started = ensure_services(base_settings)
+    yield base_settings
+    if started:
+        stop(started, base_settings)
+
+
+@pytest.fixture(scope="session")
+def redis_client(services: Settings) -> redis.Redis:
+    """A client of the test Redis."""
+    return redis.Redis.from_url(services.redis.url)
+
+
+@pytest.fixture(scope="session")
+def s3(services: Settings) -> Any:
+    """A boto3 S3 client on LocalStack."""
+    return aws_client(services.aws, "s3")
+
+
+@pytest.fixture
+def isolated_settings(services: Settings, tmp_path: Path) -> Settings:
+    """Settings with a random key prefix, queue and bucket (no processes started)."""
+    return services.model_copy(
+        update={
+            "state_dir": str(tmp_path / "state"),
+            "redis": services.redis.model_copy(update={"prefix": unique("t")}),
+            "consumer": services.consumer.model_copy(
+                update={"queue_name": unique("q"), "dlq_name": unique("dlq"), "wait_time_s": 1}
+            ),
+            "pipeline": services.pipeline.model_copy(update={"tables_bucket": unique("tables")}),
+        },
+        deep=True,
+    )
+
+
+@dataclass
+class Stack:
+    """A running Floe stack for end-to-end tests."""
+
+    settings: Settings
+    env: dict[str, str]
+    procs: dict[str, subprocess.Popen[bytes]]
+    logs: Path
+
+    def sql(self, statement: str) -> list[dict[str, Any]]:
+        """Run a statement and return its rows as objects."""
+        return records(run_sql(self.settings, statement))
+
+    def start(self, name: str, timeout: float = 120.0) -> subprocess.Popen[bytes]:
+        """Start (or restart) one Floe process and wait until it is ready."""
+        ready = Path(self.settings.state_dir) / "run" / f"{name}.ready"
+        ready.unlink(missing_ok=True)
+        log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - the process owns it
+        proc = subprocess.Popen(
+            [str(VENV_BIN / "floe"), name], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+        )
+        self.procs[name] = proc
+        deadline = time.monotonic() + timeout
+        while not ready.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                tail = (self.logs / f"{name}.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"floe {name} did not become ready:\n{tail}")
+            time.sleep(0.1)
+        return proc
+
+    def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int | None:
+        """Signal a process and wait for it to exit."""
+        proc = self.procs.pop(name, None)
+        if proc is None or proc.poll() is not None:
+            return None if proc is None else proc.returncode
+        proc.send_signal(sig)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait(10)
+
+    def log_text(self, name: str) -> str:
+        """Everything a process logged."""
+        path = self.logs / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+@pytest.fixture(scope="session")
+def stack(services: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """API, consumer and Spark job on their own prefix, queue, bucket and port."""
+    state = tmp_path_factory.mktemp("floe-state")
+    settings = services.model_copy(
+        update={
+            "state_dir": str(state),
+            "redis": services.redis.model_copy(update={"prefix": unique("e2e")}),
+            "api": services.api.model_copy(update={"port": free_port()}),
+            "consumer": services.consumer.model_copy(
+                update={"queue_name": unique("q"), "dlq_name": unique("dlq"), "wait_time_s": 2}
+            ),
+            "pipeline": services.pipeline.model_copy(
+                update={"tables_bucket": unique("tables"), "checkpoint_dir": str(state / "checkpoint")}
+            ),
+            "encryption": services.encryption.model_copy(
+                update={"master_key_file": str(state / "master.key")}
+            ),
+        },
+        deep=True,
+    )
+    settings.encryption.resolve_master_key()  # create the key file before the processes read it
+    env = {**os.environ, **settings_env(settings), "PYSPARK_PYTHON": sys.executable}
+    logs = state / "logs"
+    logs.mkdir()
+    st = Stack(settings, env, {}, logs)
+    try:
+        for name in ("api", "consumer", "pipeline"):
+            st.start(name)
+        yield st
+    finally:
+        for name in list(st.procs):
+            st.stop(name)
+
+
+@pytest.fixture
+def bucket(s3: Any) -> str:
+    """A fresh stage bucket."""
+    name = unique("stage")
+    s3.create_bucket(Bucket=name)
+    return name
+
+
+def wait_until(predicate: Any, timeout: float = 90.0, interval: float = 0.3, what: str = "condition") -> Any:
+    """Poll until predicate() is truthy; fail the test with a clear message otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what} (last value: {value!r})")
+        time.sleep(interval)
