@@ -46,7 +46,7 @@ def _int_param(dtype: exp.DataType, index: int) -> int | None:
     node = params[index]
     inner = node.this if isinstance(node, exp.DataTypeParam) else node
     try:
-        return int(inner.name if isinstance(inner, exp.Expression) else str(inner))
+        return int(inner.name if isinstance(inner, exp.Expr) else str(inner))
     except (TypeError, ValueError):
         raise CompilationError(f"invalid type parameter in {dtype.sql('snowflake')}") from None
 

@@ -210,7 +210,7 @@ def run(settings: Settings) -> None:
             ready.set()
             log.info("streaming query %s started (checkpoint %s)", query.id, p.checkpoint_dir)
             while query.isActive and not shutdown.requested:
-                query.awaitTermination(0.5)
+                query.awaitTermination(1)
             if shutdown.requested:
                 _drain(query)
                 break

@@ -94,6 +94,17 @@ def create_app(settings: Settings, client: redis.Redis | None = None) -> FastAPI
                 },
                 503,
             )
+        except Exception:
+            log.exception("statement failed unexpectedly")
+            return JSONResponse(
+                {
+                    "success": False,
+                    "code": "000603",
+                    "sqlState": "XX000",
+                    "message": "internal error; see the API log (.floe/logs/api.log) for details",
+                },
+                500,
+            )
         return JSONResponse(
             {"success": True, "columns": result.columns, "rows": result.rows, "stats": result.stats}
         )

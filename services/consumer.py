@@ -151,7 +151,11 @@ def main(settings: Settings) -> None:
     ready = Readiness(settings, "consumer")
     consumer = Consumer(settings)
     loop = asyncio.new_event_loop()
-    shutdown = Shutdown(on_first=lambda: loop.call_soon_threadsafe(consumer.stopping.set)).install()
+
+    def drain() -> None:
+        loop.call_soon_threadsafe(consumer.stopping.set)
+
+    shutdown = Shutdown(on_first=drain).install()
     try:
         loop.run_until_complete(consumer.run(ready))
     finally:

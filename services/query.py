@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import json
 import threading
 from collections import OrderedDict
@@ -87,11 +88,11 @@ class BlobCache:
         return table
 
 
-_OPS: dict[type[exp.Expression], str] = {exp.EQ: "=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
+_OPS: dict[type[exp.Expr], str] = {exp.EQ: "=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
 _FLIP = {"=": "=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
 
 
-def _predicates(where: exp.Expression | None) -> list[tuple[str, str, Any]]:
+def _predicates(where: exp.Expr | None) -> list[tuple[str, str, Any]]:
     """(column, op, literal) conjuncts of a WHERE clause that statistics can decide."""
     if where is None:
         return []
@@ -246,14 +247,14 @@ class QueryEngine:
                 continue
             stats["blobs_scanned"] += 1
             path = f"{self.settings.pipeline.tables_bucket}/{blob['name']}"
-            pieces.append(self.cache.get(blob["name"], lambda p=path: read_blob(fs, p, crypto)))
+            pieces.append(self.cache.get(blob["name"], functools.partial(read_blob, fs, path, crypto)))
         if not pieces:
             return schema.empty_table()
         return pa.concat_tables([p.cast(schema) for p in pieces])
 
     def copy_history(self, call: exp.Anonymous, con: duckdb.DuckDBPyConnection) -> pa.Table:
         """INFORMATION_SCHEMA.COPY_HISTORY(TABLE_NAME => ..., START_TIME => ..., END_TIME => ...)."""
-        args: dict[str, exp.Expression] = {}
+        args: dict[str, exp.Expr] = {}
         for kw in call.expressions:
             if isinstance(kw, exp.Kwarg):
                 args[kw.this.name.upper()] = kw.expression
@@ -267,8 +268,11 @@ class QueryEngine:
             if name not in args:
                 return None
             sql = f"SELECT CAST(({args[name].sql('duckdb')}) AS TIMESTAMPTZ)"
-            value = cast(tuple[Any, ...], con.execute(sql).fetchone())[0]
-            return cast(dt.datetime, value)
+            cur = con.cursor()
+            try:
+                return cast(dt.datetime, cur.execute(sql).fetchall()[0][0])
+            finally:
+                cur.close()
 
         start, end = bound("START_TIME"), bound("END_TIME")
         since = 0 if start is None else int(start.timestamp() * 1000) - 86_400_000
@@ -305,9 +309,9 @@ class QueryEngine:
             out["lastIngestedFilePath"] = status["lastIngestedFilePath"]
         if pipe.auto_ingest:
             out["notificationChannelName"] = self._queue_arn()
-        return json.dumps(out)
+        return json.dumps(out, separators=(",", ":"))
 
-    def run(self, query: exp.Expression) -> Result:
+    def run(self, query: exp.Expr) -> Result:
         """Execute one query."""
         query = query.copy()
         con = duckdb.connect(config={"threads": 2})
@@ -319,13 +323,13 @@ class QueryEngine:
                     if not call.expressions or not isinstance(call.expressions[0], exp.Literal):
                         raise CompilationError("SYSTEM$PIPE_STATUS takes the pipe name as a string literal")
                     call.replace(exp.Literal.string(self.pipe_status(str(call.expressions[0].this))))
-            for n, node in enumerate(list(query.find_all(exp.TableFromRows))):
-                inner = node.this.expression if isinstance(node.this, exp.Dot) else node.this
+            for n, fn in enumerate(list(query.find_all(exp.TableFromRows))):
+                inner = fn.this.expression if isinstance(fn.this, exp.Dot) else fn.this
                 if not (isinstance(inner, exp.Anonymous) and inner.name.upper() == "COPY_HISTORY"):
-                    raise CompilationError(f"unsupported table function {node.this.sql('snowflake')}")
+                    raise CompilationError(f"unsupported table function {fn.this.sql('snowflake')}")
                 alias = f"__copy_history_{n}"
                 con.register(alias, self.copy_history(inner, con))
-                node.replace(exp.to_table(alias))
+                fn.replace(exp.to_table(alias))
             ctes = {c.alias_or_name.upper() for c in query.find_all(exp.CTE)}
             tables = [
                 t
@@ -353,11 +357,11 @@ class QueryEngine:
             con.close()
 
     @staticmethod
-    def _name_outputs(query: exp.Expression) -> None:
+    def _name_outputs(query: exp.Expr) -> None:
         """Name unaliased projections as Snowflake does: the expression text, upper-cased."""
         if not isinstance(query, exp.Select):
             return
-        named = []
+        named: list[exp.Expr] = []
         for proj in query.expressions:
             if isinstance(proj, exp.Alias | exp.Star) or (
                 isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)

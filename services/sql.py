@@ -10,7 +10,7 @@ from typing import Any
 import redis
 
 from floe.aws import client as aws_client
-from floe.catalog import Catalog, CopySpec, FileFormat, Pipe, Stage, Table, now_ms
+from floe.catalog import Catalog, CatalogObject, CopySpec, FileFormat, Pipe, Stage, Table, now_ms
 from floe.catalog.ddl import (
     AlterPipe,
     CreatePipe,
@@ -74,9 +74,7 @@ class SqlExecutor:
         }
         return handler[type(stmt)](stmt)
 
-    def _exists(
-        self, model: type[Stage] | type[Table] | type[Pipe], name: str, stmt: Statement
-    ) -> Result | None:
+    def _exists(self, model: type[CatalogObject], name: str, stmt: Statement) -> Result | None:
         if self.catalog.find(model, name) is None:
             return None
         if getattr(stmt, "if_not_exists", False):
@@ -280,7 +278,8 @@ class SqlExecutor:
 
     def _drop(self, s: Drop) -> Result:
         name = str(s.name)
-        model: type[Stage] | type[Table] | type[Pipe] = {"STAGE": Stage, "TABLE": Table, "PIPE": Pipe}[s.kind]
+        kinds: dict[str, type[CatalogObject]] = {"STAGE": Stage, "TABLE": Table, "PIPE": Pipe}
+        model = kinds[s.kind]
         removed = self.catalog.delete(model, name)
         if removed is None:
             if s.if_exists:

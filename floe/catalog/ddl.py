@@ -127,7 +127,7 @@ class AlterPipe:
 class Query:
     """Any SELECT; run by the query engine."""
 
-    expression: exp.Expression
+    expression: exp.Expr
     sql: str
 
 
@@ -199,7 +199,7 @@ def _qualify_table(table: exp.Table, defaults: Defaults) -> Name:
     return Name(*norm)
 
 
-def _value(node: exp.Expression | None) -> object:
+def _value(node: exp.Expr | None) -> object:
     """A Python value from an option's value node."""
     if node is None:
         return None
@@ -218,7 +218,7 @@ def _value(node: exp.Expression | None) -> object:
     return node.name if isinstance(node, exp.Var | exp.Identifier | exp.Column) else node.sql("snowflake")
 
 
-def format_options(props: list[exp.Expression]) -> dict[str, object]:
+def format_options(props: list[exp.Expr]) -> dict[str, object]:
     """FILE_FORMAT = (...) options as FileFormat field names and values."""
     out: dict[str, object] = {}
     for prop in props:

@@ -90,11 +90,16 @@ class Column(BaseModel):
         return self.type
 
 
-class Stage(BaseModel):
-    """An external stage: an S3 prefix the user owns."""
+class CatalogObject(BaseModel):
+    """Anything the catalog stores under a name."""
 
     name: str
     """Fully qualified upper-case name, DB.SCHEMA.NAME."""
+
+
+class Stage(CatalogObject):
+    """An external stage: an S3 prefix the user owns."""
+
     url: str
     """s3://bucket/prefix/"""
     file_format: dict[str, object] = Field(default_factory=dict)
@@ -113,11 +118,9 @@ class Stage(BaseModel):
         return split_s3_url(self.url)[1]
 
 
-class Table(BaseModel):
+class Table(CatalogObject):
     """A Floe table: its columns and the incarnation id its blobs live under."""
 
-    name: str
-    """Fully qualified upper-case name."""
     id: str = Field(default_factory=new_id)
     """Incarnation id; CREATE OR REPLACE makes a new, empty table."""
     columns: list[Column]
@@ -165,11 +168,9 @@ class CopySpec(BaseModel):
         return 1
 
 
-class Pipe(BaseModel):
+class Pipe(CatalogObject):
     """A pipe: a COPY statement plus its trigger and runtime flags."""
 
-    name: str
-    """Fully qualified upper-case name."""
     id: str = Field(default_factory=new_id)
     """Incarnation id; recreating a pipe resets its history and dedup memory."""
     auto_ingest: bool = False

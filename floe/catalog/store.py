@@ -6,15 +6,14 @@ import time
 from typing import TypeVar, cast
 
 import redis
-from pydantic import BaseModel
 
-from floe.catalog.models import Pipe, Stage, Table
+from floe.catalog.models import CatalogObject, Pipe, Stage, Table
 from floe.errors import ObjectNotFound
 from floe.keys import Keys
 
-M = TypeVar("M", Stage, Table, Pipe)
+M = TypeVar("M", bound=CatalogObject)
 
-KINDS: dict[type[BaseModel], str] = {Stage: "stages", Table: "tables", Pipe: "pipes"}
+KINDS: dict[type[CatalogObject], str] = {Stage: "stages", Table: "tables", Pipe: "pipes"}
 
 
 def now_ms() -> int:
@@ -28,7 +27,7 @@ class Catalog:
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self._r = client
         self._keys = keys
-        self._cache: dict[str, tuple[int, dict[str, BaseModel]]] = {}
+        self._cache: dict[str, tuple[int, dict[str, CatalogObject]]] = {}
 
     def version(self) -> int:
         """Current catalog version."""
@@ -43,7 +42,7 @@ class Catalog:
             return cast(dict[str, M], cached[1])
         raw = cast(dict[bytes, bytes], self._r.hgetall(self._keys.objects(kind)))
         objs = {k.decode(): model.model_validate_json(v) for k, v in raw.items()}
-        self._cache[kind] = (version, cast(dict[str, BaseModel], objs))
+        self._cache[kind] = (version, cast(dict[str, CatalogObject], objs))
         return objs
 
     def find(self, model: type[M], name: str) -> M | None:
@@ -57,7 +56,7 @@ class Catalog:
             raise ObjectNotFound(KINDS[model][:-1], name)
         return obj
 
-    def put(self, obj: Stage | Table | Pipe) -> None:
+    def put(self, obj: CatalogObject) -> None:
         """Create or replace an object and bump the version in one transaction."""
         kind = KINDS[type(obj)]
         pipe = self._r.pipeline(transaction=True)

@@ -80,7 +80,7 @@ def test_files_load_with_values_names_and_row_numbers(stack: Stack, bucket: str,
     assert all(h["PIPE_NAME"] == pipe.upper() and h["STAGE_LOCATION"] == f"s3://{bucket}/in/" for h in hist)
 
     status = stack.sql(f"SELECT SYSTEM$PIPE_STATUS('{pipe}') AS s")[0]["S"]
-    assert '"executionState": "RUNNING"' in status and '"pendingFileCount": 0' in status
+    assert '"executionState":"RUNNING"' in status and '"pendingFileCount":0' in status
     grouped = stack.sql(
         f"SELECT day, COUNT(*) AS n FROM {table} WHERE id < 5 GROUP BY day ORDER BY day LIMIT 2"
     )
