@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from floe.aws import pyarrow_s3_kwargs
 from floe.blobs import crypto_from_settings, read_blob
 from floe.catalog import Catalog, Table
+from floe.catalog.ddl import Defaults, qualify
 from floe.keys import Keys
 from floe.settings import Settings
 from floe.types import arrow_schema
@@ -36,9 +37,10 @@ def blob_names(settings: Settings, table: Table) -> list[str]:
 def read_table(
     spark: SparkSession, settings: Settings, table_name: str, partitions: int | None = None
 ) -> DataFrame:
-    """The committed rows of a table as a DataFrame (one task per group of blobs)."""
+    """The committed rows of a table (``t``, ``schema.t`` or ``db.schema.t``) as a DataFrame."""
     client = redis.Redis.from_url(settings.redis.url)
-    table = Catalog(client, Keys(settings.redis.prefix)).get(Table, table_name)
+    name = str(qualify(table_name, Defaults(settings.database, settings.schema_name)))
+    table = Catalog(client, Keys(settings.redis.prefix)).get(Table, name)
     schema = arrow_schema(table)
     names = blob_names(settings, table)
     settings_json = settings.model_dump_json()

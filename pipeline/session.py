@@ -1,0 +1,33 @@
+"""The local Spark session every Floe Spark program starts from (the job, the table reader)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from floe.settings import Settings
+
+
+def spark_session(settings: Settings, app_name: str) -> SparkSession:
+    """A Spark session on ``pipeline.spark_master`` whose Python workers run this interpreter."""
+    # PySpark takes the workers' interpreter only from the environment (spark.pyspark.python is read
+    # by spark-submit alone), and it must be the venv's, which has Floe and pyarrow installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    p = settings.pipeline
+    spark = (
+        SparkSession.builder.master(p.spark_master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", p.driver_memory)
+        .config("spark.sql.shuffle.partitions", str(max(1, p.partitions)))
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.sql.streaming.pollingDelay", "50ms")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
