@@ -51,3 +51,18 @@ class ObjectNotFound(CompilationError):
 
 class FileLoadError(TerminalError):
     """A whole file cannot be loaded (missing object, corrupt compression, unreadable format)."""
+
+
+class AuthenticationFailed(TerminalError):
+    """A request's credentials were missing or invalid (HTTP 401); the message says which check failed."""
+
+    def __init__(self, message: str, *, code: str = "390144") -> None:
+        self.code = code
+        super().__init__(message)
+
+
+class PermissionDenied(SqlError):
+    """The caller's roles lack a privilege (HTTP 403)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="003001", sql_state="42501")

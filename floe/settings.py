@@ -109,6 +109,23 @@ class EncryptionSettings(BaseModel):
         return raw
 
 
+class AuthSettings(BaseModel):
+    """Key-pair JWT authentication of the REST and SQL endpoints."""
+
+    admin_user: str = "FLOE_ADMIN"
+    """User the API creates at start-up with the ACCOUNTADMIN role; `floe sql` signs as this user."""
+    admin_key_file: str = ".floe/admin_rsa_key.p8"
+    """PEM (PKCS#8) private key of the admin user; the API creates it on first start."""
+    max_token_lifetime_s: int = 3600
+    """Longest accepted span from a token's iat to its exp (Snowflake allows one hour)."""
+    clock_skew_s: int = 60
+    """Tolerance for clocks that disagree when checking iat and exp."""
+    rate_limit_per_s: float = 1000.0
+    """Requests per second each user may make to the REST endpoints (per API process); 0 disables."""
+    rate_limit_burst: int = 2000
+    """Requests a user may make at once before the rate limit applies."""
+
+
 class Settings(BaseSettings):
     """Root of the settings tree."""
 
@@ -140,6 +157,8 @@ class Settings(BaseSettings):
     """Spark job."""
     encryption: EncryptionSettings = EncryptionSettings()
     """Blob encryption."""
+    auth: AuthSettings = AuthSettings()
+    """REST and SQL authentication."""
 
     @property
     def retention_seconds(self) -> int:

@@ -1,4 +1,4 @@
-"""Catalog objects: stages, tables, pipes, and the file-format and COPY options they carry."""
+"""Catalog objects: stages, tables, pipes (with their file-format and COPY options), users and roles."""
 
 from __future__ import annotations
 
@@ -134,6 +134,40 @@ class Table(CatalogObject):
             if col.name == name.upper():
                 return col
         raise KeyError(name)
+
+
+PIPE_PRIVILEGES = ("OWNERSHIP", "OPERATE", "MONITOR")
+"""Privileges a role can hold on a pipe."""
+
+ADMIN_ROLE = "ACCOUNTADMIN"
+"""The built-in role that holds every privilege and alone may manage users, roles and grants."""
+
+BUILTIN_ROLES = (ADMIN_ROLE, "PUBLIC")
+"""Roles that exist without CREATE ROLE."""
+
+
+class User(CatalogObject):
+    """A user that authenticates with an RSA key pair; ``name`` is upper-case and unqualified."""
+
+    rsa_public_key: str | None = None
+    """RSA_PUBLIC_KEY: base64 DER (SubjectPublicKeyInfo), without PEM armour."""
+    rsa_public_key_2: str | None = None
+    """RSA_PUBLIC_KEY_2, so a key can be rotated without downtime."""
+    default_role: str | None = None
+    """DEFAULT_ROLE."""
+    roles: list[str] = Field(default_factory=list)
+    """Roles granted to the user (GRANT ROLE r TO USER u); all of them are active."""
+    created_ms: int = 0
+    """Creation time, ms since the epoch."""
+
+
+class Role(CatalogObject):
+    """A role; ``name`` is upper-case and unqualified."""
+
+    grants: dict[str, list[str]] = Field(default_factory=dict)
+    """Fully qualified pipe name -> privileges granted on it (OPERATE, MONITOR)."""
+    created_ms: int = 0
+    """Creation time, ms since the epoch."""
 
 
 class CopySpec(BaseModel):

@@ -1,4 +1,4 @@
-"""The catalog in Redis: stages, tables and pipes as JSON under one hash tag."""
+"""The catalog in Redis: stages, tables, pipes, users and roles as JSON under one hash tag."""
 
 from __future__ import annotations
 
@@ -7,13 +7,19 @@ from typing import TypeVar, cast
 
 import redis
 
-from floe.catalog.models import CatalogObject, Pipe, Stage, Table
+from floe.catalog.models import CatalogObject, Pipe, Role, Stage, Table, User
 from floe.errors import ObjectNotFound
 from floe.keys import Keys
 
 M = TypeVar("M", bound=CatalogObject)
 
-KINDS: dict[type[CatalogObject], str] = {Stage: "stages", Table: "tables", Pipe: "pipes"}
+KINDS: dict[type[CatalogObject], str] = {
+    Stage: "stages",
+    Table: "tables",
+    Pipe: "pipes",
+    User: "users",
+    Role: "roles",
+}
 
 
 def now_ms() -> int:

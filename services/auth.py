@@ -1,0 +1,237 @@
+"""Who is calling, and what they may do: key-pair JWT authentication, pipe privileges, rate limits.
+
+Authentication follows Snowflake's key-pair scheme. A token is an RS256 JWT whose ``sub`` is
+``ACCOUNT.USER`` and whose ``iss`` is ``ACCOUNT.USER.SHA256:<fingerprint>``; the fingerprint picks
+one of the user's two registered public keys (RSA_PUBLIC_KEY or RSA_PUBLIC_KEY_2) and the
+signature must verify with it. Every failure names the check that failed, and never echoes the
+token or a key.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from floe.catalog import ADMIN_ROLE, PIPE_PRIVILEGES, Catalog, Pipe, Role, User
+from floe.errors import AuthenticationFailed, PermissionDenied
+from floe.keypair import InvalidKey, fingerprint, load_public_key
+from floe.settings import AuthSettings
+
+TOKEN_TYPE = "KEYPAIR_JWT"
+_MS_THRESHOLD = 10**11  # a timestamp above this (year 5138 in seconds) must be in milliseconds
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated user and the roles whose privileges it holds."""
+
+    user: str
+    roles: frozenset[str]
+
+    @property
+    def is_admin(self) -> bool:
+        """Whether the user holds ACCOUNTADMIN."""
+        return ADMIN_ROLE in self.roles
+
+    @classmethod
+    def of(cls, user: User) -> Principal:
+        """Every role granted to the user is active (as with DEFAULT_SECONDARY_ROLES = ('ALL'))."""
+        return cls(user.name, frozenset(user.roles) | {"PUBLIC"})
+
+
+def _seconds(value: object, claim: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise AuthenticationFailed(f"JWT token is invalid: the '{claim}' claim must be a number.")
+    return value / 1000 if value > _MS_THRESHOLD else float(value)
+
+
+class Authenticator:
+    """Verifies bearer tokens against the users in the catalog."""
+
+    def __init__(self, settings: AuthSettings, account: str, catalog: Catalog) -> None:
+        self.settings = settings
+        self.account = account.upper()
+        self.catalog = catalog
+        self._keys: dict[str, tuple[str, rsa.RSAPublicKey]] = {}
+        # Verified tokens -> (user, fingerprint, exp); the SDK reuses one token for ~54 minutes,
+        # so this saves an RSA verification per request while still honouring key changes.
+        self._verified: dict[str, tuple[str, str, float]] = {}
+        self._lock = threading.Lock()
+
+    def _user_keys(self, user: User) -> dict[str, rsa.RSAPublicKey]:
+        out: dict[str, rsa.RSAPublicKey] = {}
+        for body in (user.rsa_public_key, user.rsa_public_key_2):
+            if not body:
+                continue
+            hit = self._keys.get(body)
+            if hit is None:
+                try:
+                    key = load_public_key(body)
+                except InvalidKey:
+                    continue
+                hit = (fingerprint(key), key)
+                self._keys[body] = hit
+            out[hit[0]] = hit[1]
+        return out
+
+    def authenticate(self, authorization: str | None, token_type: str | None = None) -> Principal:
+        """The caller of a request, from its Authorization header; AuthenticationFailed otherwise."""
+        if token_type is not None and token_type.strip().upper() != TOKEN_TYPE:
+            raise AuthenticationFailed(
+                f"unsupported X-Snowflake-Authorization-Token-Type; only {TOKEN_TYPE} is accepted."
+            )
+        if not authorization:
+            raise AuthenticationFailed(
+                "Authorization header is missing: send 'Authorization: Bearer <key-pair JWT>'.",
+                code="390101",
+            )
+        scheme, _, token = authorization.strip().partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise AuthenticationFailed("Authorization header must be 'Bearer <key-pair JWT>'.", code="390101")
+        now = time.time()
+        with self._lock:
+            cached = self._verified.get(token)
+        if cached is not None:
+            name, fp, exp = cached
+            user = self.catalog.find(User, name)
+            if user is not None and fp in self._user_keys(user):
+                if now > exp + self.settings.clock_skew_s:
+                    raise AuthenticationFailed("JWT token is invalid: it has expired; sign a new one.")
+                return Principal.of(user)
+        return self._verify(token, now)
+
+    def _verify(self, token: str, now: float) -> Principal:
+        try:
+            header = jwt.get_unverified_header(token)
+            claims = jwt.decode(token, options={"verify_signature": False})
+        except jwt.PyJWTError:
+            raise AuthenticationFailed("JWT token is invalid: it is not a well-formed JWT.") from None
+        alg = str(header.get("alg"))
+        if alg != "RS256":
+            raise AuthenticationFailed(
+                f"JWT token is invalid: algorithm '{alg}' is not accepted; sign with RS256 and a key pair."
+            )
+        sub, iss = claims.get("sub"), claims.get("iss")
+        if not isinstance(sub, str) or not isinstance(iss, str):
+            raise AuthenticationFailed("JWT token is invalid: the 'sub' and 'iss' claims are required.")
+        account, _, user_name = sub.upper().partition(".")
+        if not user_name:
+            raise AuthenticationFailed("JWT token is invalid: 'sub' must be ACCOUNT.USER.")
+        if account != self.account:
+            raise AuthenticationFailed(
+                f"JWT token is invalid: it is for account '{account}', but this is account "
+                f"'{self.account}'. Pass account='{self.account}' to the client."
+            )
+        prefix = f"{account}.{user_name}."
+        if not iss.upper().startswith(prefix) or not iss[len(prefix) :].startswith("SHA256:"):
+            raise AuthenticationFailed(
+                "JWT token is invalid: 'iss' must be ACCOUNT.USER.SHA256:<public key fingerprint> "
+                "for the same user as 'sub'."
+            )
+        fp = iss[len(prefix) :]
+        user = self.catalog.find(User, user_name)
+        keys = self._user_keys(user) if user is not None else {}
+        if user is None or not keys:
+            raise AuthenticationFailed(
+                f"JWT token is invalid: user '{user_name}' does not exist or has no RSA public key."
+            )
+        key = keys.get(fp)
+        if key is None:
+            raise AuthenticationFailed(
+                f"JWT token is invalid: the public key fingerprint does not match RSA_PUBLIC_KEY or "
+                f"RSA_PUBLIC_KEY_2 of user '{user_name}'. Register the key with ALTER USER ... SET "
+                "RSA_PUBLIC_KEY."
+            )
+        try:
+            jwt.decode(
+                token,
+                key,
+                algorithms=["RS256"],
+                options={"verify_exp": False, "verify_iat": False, "verify_nbf": False, "verify_aud": False},
+            )
+        except jwt.PyJWTError:
+            raise AuthenticationFailed(
+                "JWT token is invalid: the signature does not verify with the user's public key."
+            ) from None
+        if "iat" not in claims or "exp" not in claims:
+            raise AuthenticationFailed("JWT token is invalid: the 'iat' and 'exp' claims are required.")
+        iat, exp = _seconds(claims["iat"], "iat"), _seconds(claims["exp"], "exp")
+        skew = self.settings.clock_skew_s
+        if now > exp + skew:
+            raise AuthenticationFailed("JWT token is invalid: it has expired; sign a new one.")
+        if iat > now + skew:
+            raise AuthenticationFailed("JWT token is invalid: it was issued in the future (check the clock).")
+        if exp - iat > self.settings.max_token_lifetime_s + skew:
+            raise AuthenticationFailed(
+                f"JWT token is invalid: exp is more than {self.settings.max_token_lifetime_s} s after iat."
+            )
+        with self._lock:
+            if len(self._verified) > 10_000:
+                self._verified = {t: v for t, v in self._verified.items() if v[2] + skew > now}
+            self._verified[token] = (user.name, fp, exp)
+        return Principal.of(user)
+
+
+def pipe_privileges(catalog: Catalog, principal: Principal, pipe: Pipe) -> set[str]:
+    """Privileges the principal's roles hold on a pipe."""
+    if principal.is_admin:
+        return set(PIPE_PRIVILEGES)
+    held: set[str] = set()
+    if pipe.owner in principal.roles:
+        held.add("OWNERSHIP")
+    for name in principal.roles:
+        role = catalog.find(Role, name)
+        if role is not None:
+            held.update(role.grants.get(pipe.name, ()))
+    return held
+
+
+def require_pipe_privilege(
+    catalog: Catalog, principal: Principal, pipe: Pipe, any_of: Iterable[str], action: str
+) -> None:
+    """PermissionDenied unless the principal holds one of ``any_of`` on the pipe."""
+    needed = sorted(any_of)
+    if not pipe_privileges(catalog, principal, pipe) & set(needed):
+        raise PermissionDenied(
+            f"Insufficient privileges to {action} pipe '{pipe.name}': user '{principal.user}' needs "
+            f"{' or '.join(needed)} on it through one of its roles ({', '.join(sorted(principal.roles))})."
+        )
+
+
+def require_admin(principal: Principal, action: str) -> None:
+    """PermissionDenied unless the principal holds ACCOUNTADMIN."""
+    if not principal.is_admin:
+        raise PermissionDenied(
+            f"Insufficient privileges to {action}: only the {ADMIN_ROLE} role may; "
+            f"user '{principal.user}' has {', '.join(sorted(principal.roles))}."
+        )
+
+
+class RateLimiter:
+    """A token bucket per user; ``rate`` 0 turns it off."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate = rate
+        self.burst = max(1, burst)
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def retry_after(self, user: str) -> float | None:
+        """None if the request may go ahead, else seconds until it may."""
+        if self.rate <= 0:
+            return None
+        now = time.monotonic()
+        with self._lock:
+            tokens, last = self._buckets.get(user, (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + (now - last) * self.rate)
+            if tokens < 1:
+                self._buckets[user] = (tokens, now)
+                return (1 - tokens) / self.rate
+            self._buckets[user] = (tokens - 1, now)
+            return None
