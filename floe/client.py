@@ -2,22 +2,64 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 
+from floe.errors import FloeError
+from floe.keypair import load_private_key, sign_token
 from floe.settings import Settings
+
+_TOKEN_LIFETIME_S = 3540
+_tokens: dict[tuple[str, str, str], tuple[str, float]] = {}
+_tokens_lock = threading.Lock()
 
 
 class SqlFailed(Exception):
     """A statement answered with an error, or the API could not be reached."""
 
 
-def run_sql(settings: Settings, statement: str, timeout: float = 120.0) -> dict[str, Any]:
-    """POST one statement to the API; returns the JSON answer or raises SqlFailed."""
+def auth_header(settings: Settings, user: str | None = None, key_file: str | None = None) -> dict[str, str]:
+    """A bearer token for ``user`` (the admin by default), signed with its private key file."""
+    user = (user or settings.auth.admin_user).upper()
+    path = key_file or settings.auth.admin_key_file
+    cache_key = (settings.account, user, path)
+    with _tokens_lock:
+        hit = _tokens.get(cache_key)
+    if hit is None or hit[1] - time.time() < 60:
+        try:
+            pem = Path(path).read_text()
+        except OSError as exc:
+            raise SqlFailed(
+                f"cannot read the private key {path} ({exc.strerror}). The API creates the admin key "
+                "on its first start: run `make up`, or set FLOE_AUTH__ADMIN_KEY_FILE."
+            ) from None
+        try:
+            token = sign_token(settings.account, user, load_private_key(pem), _TOKEN_LIFETIME_S)
+        except FloeError as exc:
+            raise SqlFailed(f"cannot sign with {path}: {exc.message}") from None
+        hit = (token, time.time() + _TOKEN_LIFETIME_S)
+        with _tokens_lock:
+            _tokens[cache_key] = hit
+    return {"Authorization": f"Bearer {hit[0]}", "X-Snowflake-Authorization-Token-Type": "KEYPAIR_JWT"}
+
+
+def run_sql(
+    settings: Settings,
+    statement: str,
+    timeout: float = 120.0,
+    *,
+    user: str | None = None,
+    key_file: str | None = None,
+) -> dict[str, Any]:
+    """POST one statement to the API as ``user`` (the admin by default); the JSON answer or SqlFailed."""
     url = f"http://{settings.api.host}:{settings.api.port}/api/v1/sql"
+    headers = auth_header(settings, user, key_file)
     try:
-        resp = httpx.post(url, json={"sql": statement}, timeout=timeout)
+        resp = httpx.post(url, json={"sql": statement}, headers=headers, timeout=timeout)
     except httpx.ConnectError as exc:
         raise SqlFailed(
             f"cannot reach the Floe API at {url} ({exc}). Start the stack with `make up` "

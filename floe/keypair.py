@@ -9,7 +9,10 @@ the same kind of token.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
+import os
+import secrets
 import time
 from pathlib import Path
 
@@ -87,10 +90,14 @@ def ensure_key_file(path: str | Path) -> rsa.RSAPrivateKey:
     file = Path(path)
     if not file.exists():
         file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = file.with_suffix(file.suffix + ".tmp")
+        tmp = file.with_name(f".{file.name}.{secrets.token_hex(8)}.tmp")
         tmp.write_text(private_key_pem(new_private_key()))
         tmp.chmod(0o600)
-        tmp.replace(file)  # atomic, so two processes starting at once agree on one key
+        # link() fails if the file appeared meanwhile, so two processes starting at once agree on
+        # the first key written, and nobody ever reads a half-written file.
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, file)
+        tmp.unlink()
     return load_private_key(file.read_text())
 
 

@@ -1,6 +1,8 @@
-"""The HTTP API: the SQL endpoint used by `floe sql`, health and Prometheus metrics.
+"""The HTTP API: the Snowpipe REST endpoints, the SQL endpoint used by `floe sql`, health, metrics.
 
-The Snowpipe REST endpoints (insertFiles, insertReport, loadHistoryScan) join this app next.
+Every endpoint but /health, /metrics and the OpenAPI docs needs a key-pair JWT. At start-up the
+app makes sure the admin user exists with the key in ``auth.admin_key_file`` (creating the key on
+first start), which is the key `floe sql` signs with.
 """
 
 from __future__ import annotations
@@ -13,13 +15,21 @@ from typing import Any
 import redis
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from pydantic import BaseModel
 
-from floe.errors import FloeError, SqlError
+from floe.catalog import ADMIN_ROLE, Catalog, User, now_ms
+from floe.catalog.ddl import Defaults
+from floe.errors import AuthenticationFailed, FloeError, PermissionDenied, SqlError
+from floe.keypair import ensure_key_file, public_key_body
+from floe.keys import Keys
 from floe.runtime import log_context
 from floe.settings import Settings
+from services.auth import Authenticator, RateLimiter
+from services.dedup import Deduper
+from services.snowpipe import RestError, SnowpipeService, router
 from services.sql import SqlExecutor
 
 log = logging.getLogger("floe.api")
@@ -32,13 +42,49 @@ class SqlRequest(BaseModel):
     """One Snowflake SQL statement."""
 
 
+def ensure_admin(settings: Settings, catalog: Catalog) -> User:
+    """The admin user, with the public half of the admin key file (created on first start)."""
+    key = ensure_key_file(settings.auth.admin_key_file)
+    name = settings.auth.admin_user.upper()
+    body = public_key_body(key.public_key())
+    user = catalog.find(User, name)
+    if user is None or user.rsa_public_key != body or ADMIN_ROLE not in user.roles:
+        user = User(
+            name=name,
+            rsa_public_key=body,
+            rsa_public_key_2=user.rsa_public_key_2 if user else None,
+            default_role=ADMIN_ROLE,
+            roles=sorted({ADMIN_ROLE, *(user.roles if user else [])}),
+            created_ms=user.created_ms if user else now_ms(),
+        )
+        catalog.put(user)
+        log.info("admin user %s registered with the key in %s", name, settings.auth.admin_key_file)
+    return user
+
+
 def create_app(settings: Settings, client: redis.Redis | None = None) -> FastAPI:
     """Build the app; the settings are passed in, never read here."""
     app = FastAPI(
-        title="Floe", version="0.1.0", description="Self-hosted Snowpipe: SQL and REST ingestion API"
+        title="Floe",
+        version="0.1.0",
+        description="Self-hosted Snowpipe: the Snowpipe REST API (key-pair JWT), a SQL endpoint, "
+        "health and metrics.",
     )
     rclient = client or redis.Redis.from_url(settings.redis.url)
+    keys = Keys(settings.redis.prefix)
+    catalog = Catalog(rclient, keys)
+    ensure_admin(settings, catalog)
     executor = SqlExecutor(settings, rclient)
+    authenticator = Authenticator(settings.auth, settings.account, catalog)
+    limiter = RateLimiter(settings.auth.rate_limit_per_s, settings.auth.rate_limit_burst)
+    snowpipe = SnowpipeService(
+        rclient,
+        keys,
+        catalog,
+        Deduper(rclient, keys, settings.retention_seconds),
+        Defaults(settings.database, settings.schema_name),
+    )
+    app.include_router(router(snowpipe, authenticator, limiter))
     registry = CollectorRegistry()
     requests = Counter("floe_api_requests", "API requests", ["route", "status"], registry=registry)
     latency = Histogram("floe_api_latency_seconds", "API latency", ["route"], registry=registry)
@@ -70,11 +116,38 @@ def create_app(settings: Settings, client: redis.Redis | None = None) -> FastAPI
         """Prometheus metrics."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        message = f"invalid request: {where}: {first.get('msg', 'malformed')}"
+        if request.url.path.startswith("/v1/"):
+            return RestError(400, "390400", message).response()
+        return JSONResponse(
+            {"success": False, "code": "000904", "sqlState": "42000", "message": message}, 400
+        )
+
     @app.post("/api/v1/sql")
-    async def sql(body: SqlRequest) -> JSONResponse:
-        """Run one statement; answers columns and rows, or a Snowflake-style error."""
+    async def sql(request: Request, body: SqlRequest) -> JSONResponse:
+        """Run one statement as the token's user; answers columns and rows, or a Snowflake-style error."""
+
+        def run() -> Any:
+            principal = authenticator.authenticate(
+                request.headers.get("authorization"),
+                request.headers.get("x-snowflake-authorization-token-type"),
+            )
+            return executor.execute(body.sql, principal)
+
         try:
-            result = await run_in_threadpool(executor.execute, body.sql)
+            result = await run_in_threadpool(run)
+        except AuthenticationFailed as exc:
+            return JSONResponse(
+                {"success": False, "code": exc.code, "sqlState": "08001", "message": exc.message}, 401
+            )
+        except PermissionDenied as exc:
+            return JSONResponse(
+                {"success": False, "code": exc.code, "sqlState": exc.sql_state, "message": exc.message}, 403
+            )
         except SqlError as exc:
             return JSONResponse(
                 {"success": False, "code": exc.code, "sqlState": exc.sql_state, "message": exc.message}, 422

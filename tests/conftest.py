@@ -101,6 +101,9 @@ def isolated_settings(services: Settings, tmp_path: Path) -> Settings:
                 update={"queue_name": unique("q"), "dlq_name": unique("dlq"), "wait_time_s": 1}
             ),
             "pipeline": services.pipeline.model_copy(update={"tables_bucket": unique("tables")}),
+            "auth": services.auth.model_copy(
+                update={"admin_key_file": str(tmp_path / "state" / "admin_rsa_key.p8")}
+            ),
         },
         deep=True,
     )
@@ -172,6 +175,7 @@ def stack(services: Settings, tmp_path_factory: pytest.TempPathFactory) -> Itera
             "encryption": services.encryption.model_copy(
                 update={"master_key_file": str(state / "master.key")}
             ),
+            "auth": services.auth.model_copy(update={"admin_key_file": str(state / "admin_rsa_key.p8")}),
         },
         deep=True,
     )

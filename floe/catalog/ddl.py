@@ -2,7 +2,8 @@
 
 sqlglot's Snowflake dialect parses stages, tables, COPY INTO and queries. It does not cover the
 pipe header (``CREATE PIPE ... AS``), SHOW, DESC, DROP of pipes/stages or ALTER PIPE, so those
-few headers are matched by hand and everything after ``AS`` goes back to sqlglot.
+few headers are matched by hand and everything after ``AS`` goes back to sqlglot. Users, roles
+and grants are parsed by hand in ``floe.catalog.access``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
+from floe.catalog import access
+from floe.catalog.access import AccessStatement
 from floe.catalog.models import Column, FileFormat, OnError
 from floe.errors import CompilationError
 from floe.types import parse_column_type
@@ -140,7 +143,9 @@ class Defaults:
     extra: dict[str, str] = field(default_factory=dict)
 
 
-Statement = CreateStage | CreateTable | CreatePipe | Show | Describe | Drop | AlterPipe | Query
+Statement = (
+    CreateStage | CreateTable | CreatePipe | Show | Describe | Drop | AlterPipe | Query | AccessStatement
+)
 
 _IDENT = r'(?:"[^"]+"|[A-Za-z_][\w$]*)'
 _QNAME = rf"{_IDENT}(?:\s*\.\s*{_IDENT}){{0,2}}"
@@ -439,6 +444,8 @@ def parse(sql: str, defaults: Defaults | None = None) -> Statement:
         return Drop(_KINDS[m.group("kind").upper()], qualify(m.group("name"), defaults), bool(m.group("ie")))
     if m := _ALTER_PIPE.match(text):
         return AlterPipe(qualify(m.group("name"), defaults), m.group("value").upper() == "TRUE")
+    if (stmt := access.parse(text, defaults)) is not None:
+        return stmt
     try:
         node = sqlglot.parse_one(text, read="snowflake")
     except ParseError as exc:
