@@ -39,8 +39,21 @@ def sql(
         str, typer.Argument(help='One Snowflake SQL statement, e.g. "SELECT COUNT(*) FROM t".')
     ],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array of row objects.")] = False,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            help="Run as this user instead of the admin (FLOE_AUTH__ADMIN_USER); needs --private-key-file."
+        ),
+    ] = None,
+    private_key_file: Annotated[
+        str | None,
+        typer.Option(help="Unencrypted PEM private key whose public half is the user's RSA_PUBLIC_KEY[_2]."),
+    ] = None,
 ) -> None:
     """Run one statement against the running Floe service and print the result.
+
+    Requests are signed with a key-pair JWT: by default as the admin user, with the key the API
+    created in .floe/admin_rsa_key.p8 on its first start.
 
     Supported: CREATE [OR REPLACE] STAGE | TABLE | PIPE, SHOW STAGES | TABLES | PIPES,
     DESC PIPE | TABLE | STAGE, DROP PIPE | TABLE | STAGE, ALTER PIPE ... SET PIPE_EXECUTION_PAUSED,
@@ -57,8 +70,11 @@ def sql(
     ALTER PIPE needs OPERATE or OWNERSHIP; DROP PIPE and replacing a pipe need OWNERSHIP.
     """
     settings = Settings()
+    if user is not None and private_key_file is None:
+        err.print("[red]--user needs --private-key-file (the PEM key registered for that user)[/red]")
+        raise typer.Exit(2)
     try:
-        body = run_sql(settings, statement)
+        body = run_sql(settings, statement, user=user, key_file=private_key_file)
     except SqlFailed as exc:
         err.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from None
@@ -71,7 +87,7 @@ def sql(
 
 @app.command()
 def api() -> None:
-    """Run the HTTP API (SQL endpoint, health, metrics) on FLOE_API__HOST:FLOE_API__PORT."""
+    """Run the HTTP API (Snowpipe REST, SQL endpoint, health, metrics) on FLOE_API__HOST:FLOE_API__PORT."""
     from services.api import serve
 
     serve(Settings())

@@ -33,9 +33,11 @@ def auth_header(settings: Settings, user: str | None = None, key_file: str | Non
         try:
             pem = Path(path).read_text()
         except OSError as exc:
+            where = path if Path(path).is_absolute() else f"{path} (relative to {Path.cwd()})"
             raise SqlFailed(
-                f"cannot read the private key {path} ({exc.strerror}). The API creates the admin key "
-                "on its first start: run `make up`, or set FLOE_AUTH__ADMIN_KEY_FILE."
+                f"cannot read the private key {where}: {exc.strerror}. The API creates the admin key "
+                "on its first start (`make up`); run floe from the Floe checkout, or set "
+                "FLOE_AUTH__ADMIN_KEY_FILE to the key's absolute path."
             ) from None
         try:
             token = sign_token(settings.account, user, load_private_key(pem), _TOKEN_LIFETIME_S)
