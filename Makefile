@@ -87,7 +87,7 @@ run: deps ## the demo: start the stack, load sample files, follow until Ctrl-C, 
 
 # Only the services this run started are stopped afterwards: a stack you started yourself stays up.
 # The EXIT trap keeps pytest's exit code.
-test: deps ## run the test suite (all but chaos), starting and stopping the services it needs
+test: deps lint ## lint, then run the test suite (all but chaos), starting and stopping the services it needs
 	@record="$(STATE_DIR)/run/test-services.txt"; \
 	$(STACK) services-up --record "$$record" || exit $$?; \
 	trap '$(STACK) services-down --recorded "$$record"' EXIT; trap 'exit 130' INT TERM; \
@@ -103,7 +103,7 @@ chaos: deps ## run the fault-injection tests (kills and restarts)
 lint: deps ## ruff check, ruff format --check, mypy
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy $(foreach d,floe services pipeline infra,$(if $(wildcard $(d)/*.py $(d)/*/*.py),$(d)))
+	$(VENV)/bin/mypy $(foreach d,floe services pipeline infra bench,$(if $(wildcard $(d)/*.py $(d)/*/*.py),$(d)))
 
 bench: deps ## run the benchmarks (results in bench/results/)
 	$(PY) -m bench.run

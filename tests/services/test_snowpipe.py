@@ -6,17 +6,22 @@ end-to-end path through the official SDK and the Spark job is in tests/e2e/test_
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import jwt
 import pytest
 import redis
 from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 
 from floe.catalog import Catalog, Pipe
 from floe.client import auth_header
@@ -321,3 +326,23 @@ def test_sql_endpoint_needs_a_token(api: Api) -> None:
     assert denied.status_code == 403, denied.text
     assert api.client.get("/health").status_code == 200  # health and metrics stay open
     assert "floe_api_requests" in api.client.get("/metrics").text
+
+
+@hyp_settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    content_type=st.sampled_from(["application/json", "text/plain", "application/octet-stream", ""]),
+    body=st.binary(max_size=200)
+    | st.builds(
+        lambda paths: json.dumps({"files": [{"path": p} for p in paths]}).encode(),
+        st.lists(st.text(max_size=30), max_size=5),
+    ),
+    pipe_name=st.text(max_size=20),
+)
+def test_no_request_gets_a_500(api: Api, content_type: str, body: bytes, pipe_name: str) -> None:
+    """Arbitrary bodies, paths and pipe names answer 2xx or 4xx, through the whole HTTP stack."""
+    headers = {**bearer(token("LOADER_U", api.keys["LOADER_U"])), "Content-Type": content_type}
+    for name in (api.pipe.name, pipe_name):
+        resp = api.client.post(
+            f"/v1/data/pipes/{quote(name, safe='')}/insertFiles", content=body, headers=headers
+        )
+        assert resp.status_code < 500, resp.text
