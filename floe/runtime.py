@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from floe.settings import Settings
+from floe.settings import FaultSettings, Settings
 
 # Carried into every log line of the current task so a file can be followed across components.
 log_context: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
@@ -96,6 +96,58 @@ class Shutdown:
     def requested(self) -> bool:
         """Whether a drain was requested."""
         return self.event.is_set()
+
+
+class Faults:
+    """Crash points for the chaos tests: ``hit(name)`` SIGKILLs the process group at the chosen one.
+
+    The whole group goes, as with ``kill -9`` of a process tree: for the Spark job that is the
+    driver, its JVM and the Python workers, so nothing of the old run outlives the crash.
+    """
+
+    def __init__(self, settings: FaultSettings) -> None:
+        self.settings = settings
+        self._hits: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def hit(self, point: str) -> None:
+        """Mark that ``point`` was reached; crash if it is the configured one."""
+        if point != self.settings.crash_at:
+            return
+        with self._lock:
+            self._hits[point] = self._hits.get(point, 0) + 1
+            if self._hits[point] != self.settings.crash_on_hit:
+                return
+        logging.getLogger("floe.faults").warning("fault injection: SIGKILL at %s", point)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        group = _floe_group()
+        if group is not None:
+            os.killpg(group, signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _floe_group() -> int | None:
+    """The process group a Floe process leads, looking up from this process through its parents.
+
+    A Spark Python worker sits in pyspark's daemon's own group, below the JVM, below the
+    `floe pipeline` driver that leads the job's group. Only such a group is ours to kill, never the
+    shell or test runner that started a process outside its own session.
+    """
+    pid = os.getpid()
+    for _ in range(8):
+        try:
+            group = os.getpgid(pid)
+            argv = Path(f"/proc/{group}/cmdline").read_bytes().split(b"\0")[:2]
+            if any(os.path.basename(arg) == b"floe" for arg in argv):  # `floe <command>`
+                return group
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return None
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state is the parent pid
+        if pid <= 1:
+            return None
+    return None
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.1) -> bool:

@@ -126,6 +126,19 @@ class AuthSettings(BaseModel):
     """Requests a user may make at once before the rate limit applies."""
 
 
+class FaultSettings(BaseModel):
+    """Fault injection for the chaos tests (tests/chaos); leave it empty in production."""
+
+    crash_at: str = ""
+    """Named point at which the process kills its whole process group with SIGKILL: pipeline.reading,
+    pipeline.after_blobs, pipeline.after_commit or consumer.after_enqueue; empty means never."""
+    crash_on_hit: int = 1
+    """Crash the n-th time this process reaches the point."""
+    enqueue_delay_s: float = 0.0
+    """Seconds the consumer sleeps inside each message's dedup step (a step that outlasts SQS's
+    visibility timeout)."""
+
+
 class Settings(BaseSettings):
     """Root of the settings tree."""
 
@@ -159,6 +172,8 @@ class Settings(BaseSettings):
     """Blob encryption."""
     auth: AuthSettings = AuthSettings()
     """REST and SQL authentication."""
+    faults: FaultSettings = FaultSettings()
+    """Fault injection (tests only)."""
 
     @property
     def retention_seconds(self) -> int:

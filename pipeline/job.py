@@ -18,13 +18,14 @@ from typing import Any
 
 import pyarrow as pa
 import redis
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
 from floe.aws import client as aws_client
 from floe.catalog import Catalog, Table, now_ms
 from floe.history import FileState
 from floe.keys import Keys
-from floe.runtime import Readiness, Shutdown, setup_logging
+from floe.runtime import Faults, Readiness, Shutdown, setup_logging
 from floe.settings import Settings
 from pipeline.loader import TASK_SCHEMA, BatchContext, process_partition
 from pipeline.registrar import PipeCommit, Registrar
@@ -59,6 +60,7 @@ class BatchProcessor:
         self.master_key = settings.encryption.resolve_master_key()
         self.settings_json = settings.model_dump_json()
         self._query_id: str | None = None
+        self.faults = Faults(settings.faults)
         self.batches = 0
 
     def query_id(self) -> str:
@@ -110,7 +112,9 @@ class BatchProcessor:
             .mapInArrow(lambda it: process_partition(ctx, it), "kind string, pipe_id string, payload string")
             .collect()
         )
+        self.faults.hit("pipeline.after_blobs")
         self._commit(results, by_pipe, qid, batch_id)
+        self.faults.hit("pipeline.after_commit")
         self.batches += 1
         log.info(
             "batch %d: %d files, %d pipes in %.2f s",
@@ -190,18 +194,33 @@ def run(settings: Settings) -> None:
             )
             ready.set()
             log.info("streaming query %s started (checkpoint %s)", query.id, p.checkpoint_dir)
+            failure: BaseException | None = None
             while query.isActive and not shutdown.requested:
-                query.awaitTermination(1)
+                try:
+                    query.awaitTermination(1)
+                except StreamingQueryException as exc:
+                    # A failed batch (a task's S3 error, a killed Python worker, Redis away) ends
+                    # the query, not the job: the next query replays the batch from the checkpoint.
+                    failure = exc
+                    break
             if shutdown.requested:
                 _drain(query)
                 break
-            exc = query.exception()
-            log.error("streaming query stopped: %s; restarting from the checkpoint in 2 s", exc)
+            log.error(
+                "streaming query stopped: %s; restarting from the checkpoint in 2 s",
+                _first_line(failure or query.exception()),
+            )
             time.sleep(2)
     finally:
         ready.clear()
         spark.stop()
         log.info("pipeline stopped after %d batches", processor.batches)
+
+
+def _first_line(exc: object) -> str:
+    """The gist of a Spark error, whose text runs to a JVM stack trace."""
+    text = str(exc or "unknown error").strip()
+    return text.splitlines()[0][:500] if text else "unknown error"
 
 
 def _warm_up(spark: SparkSession, partitions: int) -> None:

@@ -21,6 +21,7 @@ from floe.aws import pyarrow_s3_kwargs
 from floe.blobs import BlobCrypto, crypto_from_settings, write_blob
 from floe.catalog import Pipe, Table
 from floe.errors import FileLoadError
+from floe.runtime import Faults
 from floe.settings import Settings
 from floe.types import arrow_schema
 from pipeline.formats import read_raw
@@ -55,6 +56,7 @@ class _Worker:
         self.crypto: BlobCrypto = crypto_from_settings(self.settings.encryption.master_key_id, ctx.master_key)
         self.con = duckdb.connect(config={"threads": 1})
         self.compiled: dict[str, tuple[str, CompiledCopy]] = {}
+        self.faults = Faults(self.settings.faults)
 
     def compiled_for(self, pipe: Pipe, table: Table) -> CompiledCopy:
         key = pipe.id + table.model_dump_json()
@@ -88,6 +90,7 @@ def load_file(w: _Worker, pipe: Pipe, table: Table, path: str) -> tuple[pa.Table
     try:
         with w.fs.open_input_file(location) as f:
             data = f.readall()
+        w.faults.hit("pipeline.reading")
     except FileNotFoundError:
         return None, _failed(
             f"Remote file 's3://{location}' was not found. The file may have been deleted.", True

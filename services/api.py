@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from types import FrameType
 from typing import Any
 
 import redis
@@ -186,10 +187,16 @@ def create_app(settings: Settings, client: redis.Redis | None = None) -> FastAPI
 
 
 def serve(settings: Settings) -> None:
-    """Entry point of `floe api`."""
+    """Entry point of `floe api`: the first SIGTERM drains in-flight requests, the second exits."""
     import uvicorn
 
-    from floe.runtime import Readiness, setup_logging
+    from floe.runtime import Readiness, Shutdown, setup_logging
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if self.should_exit:
+                self.force_exit = True  # a second signal of any kind stops waiting for requests
+            super().handle_exit(sig, frame)
 
     setup_logging(settings, "api")
     ready = Readiness(settings, "api")
@@ -203,6 +210,11 @@ def serve(settings: Settings) -> None:
     async def _unready() -> None:
         ready.clear()
 
-    uvicorn.run(
+    # uvicorn re-raises the signal it drained on into the handler it found installed; with ours
+    # there, a drained stop ends the process with status 0 rather than death by SIGTERM.
+    shutdown = Shutdown().install()
+    config = uvicorn.Config(
         app, host=settings.api.host, port=settings.api.port, log_config=None, timeout_graceful_shutdown=20
     )
+    Server(config).run()
+    log.info("stopped (drain requested: %s)", shutdown.requested)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import redis
@@ -20,10 +21,10 @@ from floe.aws import client_kwargs
 from floe.catalog import Catalog, Pipe
 from floe.errors import TransientError
 from floe.keys import Keys
-from floe.runtime import Readiness, Shutdown, setup_logging
+from floe.runtime import Faults, Readiness, Shutdown, setup_logging
 from floe.settings import Settings
 from services.dedup import Deduper, FileRef
-from services.notifications import MalformedMessage, parse_message, route
+from services.notifications import MalformedMessage, ObjectCreated, parse_message, route
 from services.queues import ensure_queues
 
 log = logging.getLogger("floe.consumer")
@@ -39,6 +40,7 @@ class Consumer:
         self.catalog = Catalog(self.redis, self.keys)
         self.deduper = Deduper(self.redis, self.keys, settings.retention_seconds)
         self.stopping = asyncio.Event()
+        self.faults = Faults(settings.faults)
         self.handled = 0
 
     def handle_body(self, body: str) -> int:
@@ -47,6 +49,14 @@ class Consumer:
         Raises MalformedMessage for poison messages and TransientError when Redis is unavailable.
         """
         records = parse_message(body)
+        if self.settings.faults.enqueue_delay_s:
+            time.sleep(self.settings.faults.enqueue_delay_s)
+        try:
+            return self._enqueue(records)
+        except redis.RedisError as exc:
+            raise TransientError(f"redis unavailable: {exc}") from exc
+
+    def _enqueue(self, records: list[ObjectCreated]) -> int:
         pipes = list(self.catalog.all(Pipe).values())
         by_pipe: dict[str, tuple[Pipe, list[FileRef]]] = {}
         unknown: list[str] = []
@@ -57,17 +67,14 @@ class Consumer:
             for pipe, rel in matches:
                 by_pipe.setdefault(pipe.id, (pipe, []))[1].append(FileRef(rel, rec.size))
         enqueued = 0
-        try:
-            for pipe, files in by_pipe.values():
-                flags = self.deduper.enqueue(pipe, files, source="notification")
-                enqueued += sum(flags)
-                for f, new in zip(files, flags, strict=True):
-                    log.info(
-                        "enqueued" if new else "skipped: already seen by this pipe",
-                        extra={"pipe": pipe.name, "file": f.path},
-                    )
-        except redis.RedisError as exc:
-            raise TransientError(f"redis unavailable: {exc}") from exc
+        for pipe, files in by_pipe.values():
+            flags = self.deduper.enqueue(pipe, files, source="notification")
+            enqueued += sum(flags)
+            for f, new in zip(files, flags, strict=True):
+                log.info(
+                    "enqueued" if new else "skipped: already seen by this pipe",
+                    extra={"pipe": pipe.name, "file": f.path},
+                )
         if unknown and not by_pipe:
             raise MalformedMessage(f"no auto-ingest pipe reads bucket of {', '.join(unknown)}")
         return enqueued
@@ -87,24 +94,76 @@ class Consumer:
                 log.warning("receive failed, retrying: %s", exc)
                 await asyncio.sleep(1)
                 continue
-            messages = resp.get("Messages", [])
+            messages: list[dict[str, Any]] = resp.get("Messages", [])
+            if not messages:
+                continue
+            pending = {m["MessageId"]: m for m in messages}
+            heartbeat = asyncio.create_task(self._keep_invisible(sqs, url, pending))
             done: list[dict[str, str]] = []
-            for msg in messages:
-                try:
-                    await asyncio.to_thread(self.handle_body, msg["Body"])
-                    done.append({"Id": msg["MessageId"], "ReceiptHandle": msg["ReceiptHandle"]})
-                except MalformedMessage as exc:
-                    count = msg.get("Attributes", {}).get("ApproximateReceiveCount", "?")
-                    log.error("poison message %s (delivery %s): %s", msg["MessageId"], count, exc.message)
-                    await self._release(sqs, url, msg)
-                except TransientError as exc:
-                    log.warning("will retry message %s: %s", msg["MessageId"], exc.message)
-                except Exception:
-                    log.exception("unexpected error on message %s", msg["MessageId"])
-                    await self._release(sqs, url, msg)
-            if done:
-                await self._delete(sqs, url, done)
-                self.handled += len(done)
+            unavailable = False
+            try:
+                for msg in messages:
+                    try:
+                        await asyncio.to_thread(self.handle_body, msg["Body"])
+                        done.append({"Id": msg["MessageId"], "ReceiptHandle": msg["ReceiptHandle"]})
+                    except MalformedMessage as exc:
+                        count = msg.get("Attributes", {}).get("ApproximateReceiveCount", "?")
+                        log.error("poison message %s (delivery %s): %s", msg["MessageId"], count, exc.message)
+                        pending.pop(msg["MessageId"])
+                        await self._release(sqs, url, msg)
+                    except TransientError as exc:
+                        # Leave this message and the rest of the batch invisible: they come back
+                        # after the visibility timeout, by when Redis should answer again.
+                        log.warning(
+                            "Redis is unavailable; message %s will be retried: %s",
+                            msg["MessageId"],
+                            exc.message,
+                        )
+                        unavailable = True
+                        break
+                    except Exception:
+                        log.exception("unexpected error on message %s", msg["MessageId"])
+                        pending.pop(msg["MessageId"])
+                        await self._release(sqs, url, msg)
+                if done:
+                    self.faults.hit("consumer.after_enqueue")
+                    await self._delete(sqs, url, done)
+                    self.handled += len(done)
+            finally:
+                heartbeat.cancel()
+            if unavailable:
+                await self._wait_for_redis()
+
+    async def _keep_invisible(self, sqs: Any, url: str, pending: dict[str, dict[str, Any]]) -> None:
+        """Extend the visibility of a received batch until it is handled.
+
+        Messages of one batch are handled one after another, so a slow step (a Redis failover, a
+        large message) could outlast the visibility timeout of those still waiting, and SQS would
+        hand them to another poller and count a delivery towards the dead-letter queue. Dedup
+        would keep such a redelivery harmless; extending the visibility avoids it.
+        """
+        visibility = self.settings.consumer.visibility_timeout_s
+        while pending:
+            await asyncio.sleep(max(0.5, visibility / 2))
+            entries = [
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": visibility}
+                for i, m in enumerate(list(pending.values()))
+            ]
+            try:
+                await sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
+                log.info("extended the visibility of %d in-flight messages by %d s", len(entries), visibility)
+            except Exception as exc:  # best effort: dedup still protects a redelivery
+                log.warning("could not extend the visibility of in-flight messages: %s", exc)
+
+    async def _wait_for_redis(self) -> None:
+        """Stop receiving while Redis is away, so messages don't burn deliveries meanwhile."""
+        while not self.stopping.is_set():
+            try:
+                await asyncio.to_thread(self.redis.ping)
+                log.info("Redis answers again; resuming")
+                return
+            except redis.RedisError:
+                await asyncio.sleep(1)
 
     async def _release(self, sqs: Any, url: str, msg: dict[str, Any]) -> None:
         try:

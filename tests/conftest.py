@@ -6,6 +6,7 @@ its own stage bucket and object names, so runs never see each other's state.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -109,6 +110,19 @@ def isolated_settings(services: Settings, tmp_path: Path) -> Settings:
     )
 
 
+def _wait_group_gone(pgid: int, timeout: float = 30.0) -> None:
+    """Wait until no process of a group is left (a Spark JVM exits a moment after its driver)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
 @dataclass
 class Stack:
     """A running Floe stack for end-to-end tests."""
@@ -122,13 +136,31 @@ class Stack:
         """Run a statement and return its rows as objects."""
         return records(run_sql(self.settings, statement))
 
-    def start(self, name: str, timeout: float = 120.0) -> subprocess.Popen[bytes]:
-        """Start (or restart) one Floe process and wait until it is ready."""
-        ready = Path(self.settings.state_dir) / "run" / f"{name}.ready"
+    def start(
+        self,
+        name: str,
+        timeout: float = 120.0,
+        *,
+        command: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.Popen[bytes]:
+        """Start (or restart) one Floe process in its own session and wait until it is ready.
+
+        ``name`` keys the process and its log; ``command`` is the `floe` subcommand (default: the
+        name), so a second consumer can run as ``start("consumer2", command="consumer")``.
+        ``env`` adds settings for this start only (fault injection, say).
+        """
+        command = command or name
+        ready = Path(self.settings.state_dir) / "run" / f"{command}.ready"
         ready.unlink(missing_ok=True)
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - the process owns it
         proc = subprocess.Popen(
-            [str(VENV_BIN / "floe"), name], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            [str(VENV_BIN / "floe"), command],
+            cwd=ROOT,
+            env={**self.env, **(env or {})},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a kill of the group takes the JVM and Python workers too
         )
         self.procs[name] = proc
         deadline = time.monotonic() + timeout
@@ -140,16 +172,21 @@ class Stack:
         return proc
 
     def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int | None:
-        """Signal a process and wait for it to exit."""
+        """Signal a process (SIGKILL: its whole process group) and wait for it to exit."""
         proc = self.procs.pop(name, None)
         if proc is None or proc.poll() is not None:
             return None if proc is None else proc.returncode
-        proc.send_signal(sig)
+        if sig == signal.SIGKILL:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.send_signal(sig)
         try:
-            return proc.wait(timeout)
+            code = proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            return proc.wait(10)
+            os.killpg(proc.pid, signal.SIGKILL)
+            code = proc.wait(10)
+        _wait_group_gone(proc.pid)
+        return code
 
     def log_text(self, name: str) -> str:
         """Everything a process logged."""
@@ -167,7 +204,14 @@ def stack(services: Settings, tmp_path_factory: pytest.TempPathFactory) -> Itera
             "redis": services.redis.model_copy(update={"prefix": unique("e2e")}),
             "api": services.api.model_copy(update={"port": free_port()}),
             "consumer": services.consumer.model_copy(
-                update={"queue_name": unique("q"), "dlq_name": unique("dlq"), "wait_time_s": 2}
+                update={
+                    "queue_name": unique("q"),
+                    "dlq_name": unique("dlq"),
+                    "wait_time_s": 2,
+                    # Short, so a message whose consumer was killed comes back within a test.
+                    "visibility_timeout_s": 10,
+                    "max_receive_count": 3,
+                }
             ),
             "pipeline": services.pipeline.model_copy(
                 update={"tables_bucket": unique("tables"), "checkpoint_dir": str(state / "checkpoint")}

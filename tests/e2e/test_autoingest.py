@@ -29,7 +29,12 @@ def done(stack: Stack, table: str, n: int) -> list[dict[str, Any]] | None:
 
 
 def make_pipe(
-    stack: Stack, bucket: str, *, on_error: str = "SKIP_FILE", transform: bool = True
+    stack: Stack,
+    bucket: str,
+    *,
+    on_error: str = "SKIP_FILE",
+    transform: bool = True,
+    auto_ingest: bool = True,
 ) -> tuple[str, str]:
     stage, table, pipe = unique("st_"), unique("t_"), unique("p_")
     stack.sql(f"CREATE STAGE {stage} URL = 's3://{bucket}/in/' FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)")
@@ -43,7 +48,7 @@ def make_pipe(
         else f"@{stage}"
     )
     stack.sql(
-        f"CREATE PIPE {pipe} AUTO_INGEST = TRUE AS COPY INTO {table} FROM {select} "
+        f"CREATE PIPE {pipe} AUTO_INGEST = {auto_ingest} AS COPY INTO {table} FROM {select} "
         f"FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1) ON_ERROR = {on_error}"
     )
     return table, pipe
