@@ -7,14 +7,21 @@ for example ``FLOE_REDIS__URL`` or ``FLOE_API__PORT``. Nothing else in Floe read
 from __future__ import annotations
 
 import base64
+import json
 import secrets
 from pathlib import Path
 
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel, ConfigDict, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
-class AwsSettings(BaseModel):
+class _Section(BaseModel):
+    """A group of settings; each field's docstring becomes its description (shown in the docs)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+
+class AwsSettings(_Section):
     """Where S3 and SQS live (LocalStack by default)."""
 
     endpoint_url: str = "http://127.0.0.1:4566"
@@ -27,7 +34,7 @@ class AwsSettings(BaseModel):
     """Secret access key; never logged."""
 
 
-class RedisSettings(BaseModel):
+class RedisSettings(_Section):
     """The Redis that holds the catalog, the pipe queues, file states and load history."""
 
     url: str = "redis://127.0.0.1:6379/0"
@@ -36,7 +43,7 @@ class RedisSettings(BaseModel):
     """Prefix of every key Floe writes, so several deployments (or tests) can share one Redis."""
 
 
-class ApiSettings(BaseModel):
+class ApiSettings(_Section):
     """The REST API (Snowpipe endpoints, SQL endpoint, health, metrics)."""
 
     host: str = "127.0.0.1"
@@ -47,7 +54,7 @@ class ApiSettings(BaseModel):
     """Upper bound on decrypted blobs kept in memory for queries."""
 
 
-class ConsumerSettings(BaseModel):
+class ConsumerSettings(_Section):
     """The SQS consumer that turns S3 notifications into pipe queue entries."""
 
     queue_name: str = "floe-ingest"
@@ -64,7 +71,7 @@ class ConsumerSettings(BaseModel):
     """Concurrent ReceiveMessage loops inside one consumer process."""
 
 
-class PipelineSettings(BaseModel):
+class PipelineSettings(_Section):
     """The Spark Structured Streaming job."""
 
     spark_master: str = "local[2]"
@@ -83,7 +90,7 @@ class PipelineSettings(BaseModel):
     """spark.driver.memory for the local job."""
 
 
-class EncryptionSettings(BaseModel):
+class EncryptionSettings(_Section):
     """Envelope encryption of blobs: random data keys wrapped by a master key."""
 
     master_key: SecretStr | None = None
@@ -109,7 +116,7 @@ class EncryptionSettings(BaseModel):
         return raw
 
 
-class AuthSettings(BaseModel):
+class AuthSettings(_Section):
     """Key-pair JWT authentication of the REST and SQL endpoints."""
 
     admin_user: str = "FLOE_ADMIN"
@@ -126,7 +133,7 @@ class AuthSettings(BaseModel):
     """Requests a user may make at once before the rate limit applies."""
 
 
-class FaultSettings(BaseModel):
+class FaultSettings(_Section):
     """Fault injection for the chaos tests (tests/chaos); leave it empty in production."""
 
     crash_at: str = ""
@@ -142,7 +149,9 @@ class FaultSettings(BaseModel):
 class Settings(BaseSettings):
     """Root of the settings tree."""
 
-    model_config = SettingsConfigDict(env_prefix="FLOE_", env_nested_delimiter="__", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="FLOE_", env_nested_delimiter="__", extra="ignore", use_attribute_docstrings=True
+    )
 
     account: str = "FLOE"
     """Account identifier; JWTs must name it."""
@@ -174,6 +183,19 @@ class Settings(BaseSettings):
     """REST and SQL authentication."""
     faults: FaultSettings = FaultSettings()
     """Fault injection (tests only)."""
+
+    def worker_json(self) -> str:
+        """These settings as JSON with the secrets readable, for processes that cannot build their own.
+
+        Spark's Python workers get the job's settings through the task closure; a plain dump
+        masks SecretStr values, and the workers would then sign S3 requests with '**********'.
+        The JSON never goes to a log.
+        """
+        dumped = self.model_dump(mode="json")
+        dumped["aws"]["secret_access_key"] = self.aws.secret_access_key.get_secret_value()
+        key = self.encryption.master_key
+        dumped["encryption"]["master_key"] = key.get_secret_value() if key is not None else None
+        return json.dumps(dumped)
 
     @property
     def retention_seconds(self) -> int:

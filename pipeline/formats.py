@@ -14,9 +14,10 @@ Numbering (the same for every format, used by METADATA$FILE_ROW_NUMBER and by lo
 
 Raw tables:
 
-- CSV: string columns ``c1..cN``; N is the number of fields of the first record unless the caller
-  passes ``columns``. NULL_IF / EMPTY_FIELD_AS_NULL / TRIM_SPACE are already applied; they do not
-  touch enclosed values, so ``""`` stays an empty string. Records with another field count are
+- CSV: string columns ``c1..cN``; N is the number of fields of the first record, or of the most
+  records when more of them share another count, unless the caller passes ``columns``. NULL_IF /
+  EMPTY_FIELD_AS_NULL / TRIM_SPACE are already applied; they do not touch enclosed values, so
+  ``""`` stays an empty string. Records with another field count are
   RowErrors (100068 too few, 100016 too many), unless ``columns`` was given and
   ERROR_ON_COLUMN_COUNT_MISMATCH = FALSE, in which case they are padded with NULL or truncated. A
   blank line is a 100068 RowError unless SKIP_BLANK_LINES (or the record has a single field). Quoted
@@ -30,7 +31,9 @@ COMPRESSION: AUTO recognises gzip, bzip2 and zstd by magic bytes; GZIP, BZ2, ZST
 RAW_DEFLATE and NONE can be forced. A UTF-8 byte order mark is skipped.
 
 Whole-file failures (corrupt compression, invalid UTF-8 in CSV/JSON, unreadable Parquet, unsupported
-options) raise ``floe.errors.FileLoadError``. A zero-byte file is 0 rows and no error in every format.
+options) raise ``floe.errors.FileLoadError``; ``FileParseError`` when the failure has a place (the
+line, character and CSV field of the first invalid UTF-8 byte). In Parquet, a string value that is
+not UTF-8 is a RowError of its row. A zero-byte file is 0 rows and no error in every format.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import io
 import json
 import re
 import zlib
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -57,6 +61,8 @@ from floe.errors import FileLoadError
 CODE_END_OF_RECORD = "100068"
 CODE_EXTRA_FIELD = "100016"
 CODE_JSON_PARSE = "100069"
+CODE_INVALID_UTF8 = "100000"
+"""Snowflake's code for invalid UTF-8 is not documented; Floe's code for errors it cannot classify."""
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _BZ2_MAGIC = b"BZh"
@@ -186,16 +192,75 @@ def _decompress(data: bytes, compression: str, path: str) -> bytes:
     raise FileLoadError(f"Unsupported COMPRESSION '{compression}'", file=path)
 
 
-def _utf8_error(body: bytes, path: str, first_line: int) -> FileLoadError:
-    """A FileLoadError naming the line of the first invalid UTF-8 sequence."""
+class FileParseError(FileLoadError):
+    """A whole-file failure at a known place: load history shows its line, character and column."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str,
+        line: int,
+        character: int,
+        field: int | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message, file=file)
+        self.line = line
+        """Physical line (1-based, counting header lines)."""
+        self.character = character
+        """1-based character position in that line."""
+        self.field = field
+        """1-based CSV field, which the transform turns into the target column's name."""
+        self.code = code
+        """Snowflake error code, when there is a known one."""
+
+    def __str__(self) -> str:
+        return f"{self.message} (file={self.file}, line {self.line}, character {self.character})"
+
+
+_SHOWN_CHARS = 200
+"""How much of an offending value an error message quotes."""
+
+
+def _show_invalid(text: str) -> str:
+    """A value decoded with surrogateescape, its undecodable bytes written as Snowflake does: 0xNN."""
+    out = "".join(f"0x{ord(ch) - 0xDC00:02X}" if 0xDC80 <= ord(ch) <= 0xDCFF else ch for ch in text)
+    return out[:_SHOWN_CHARS]
+
+
+def _utf8_error(body: bytes, path: str, first_line: int, fmt: FileFormat | None = None) -> FileLoadError:
+    """Where the first invalid UTF-8 sequence is, in Snowflake's words.
+
+    Snowflake quotes the value that holds the bad bytes (the CSV field; for JSON, the line) with
+    each bad byte as ``0xNN``: ``Invalid UTF8 detected in string 'Caf0xE9'``. ``fmt`` is given for
+    CSV, whose field the error then names.
+    """
     try:
         body.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = first_line + body.count(b"\n", 0, exc.start)
         start = body.rfind(b"\n", 0, exc.start) + 1
         end = body.find(b"\n", exc.start)
-        snippet = body[start : end if end >= 0 else len(body)][:100].decode("utf-8", "replace")
-        return FileLoadError(f"Invalid UTF8 detected in string '{snippet}' (line {line})", file=path)
+        text = body[start : end if end >= 0 else len(body)].decode("utf-8", "surrogateescape")
+        bad = len(body[start : exc.start].decode("utf-8", "surrogateescape"))
+        if fmt is None:
+            return FileParseError(
+                f"Invalid UTF8 detected in string '{_show_invalid(text)}'",
+                file=path,
+                line=line,
+                character=bad + 1,
+            )
+        spans = field_spans(text.rstrip("\r"), fmt.field_delimiter, fmt.field_optionally_enclosed_by)
+        number = next((i for i, (_, e) in enumerate(spans) if bad < e), len(spans) - 1)
+        first, last = spans[number]
+        return FileParseError(
+            f"Invalid UTF8 detected in string '{_show_invalid(text[first:last])}'",
+            file=path,
+            line=line,
+            character=first + 1,
+            field=number + 1,
+        )
     return FileLoadError("Invalid UTF8 detected", file=path)
 
 
@@ -343,6 +408,11 @@ def _repair_record(text: str, fmt: FileFormat, width: int) -> list[str | None]:
 
 def read_csv(body: bytes, fmt: FileFormat, path: str, columns: int | None = None) -> RawFile:
     """Parse decompressed CSV bytes (see ``read_raw``)."""
+    lenient = columns is not None and not fmt.error_on_column_count_mismatch
+    return _read_csv(body, fmt, path, columns, lenient=lenient)
+
+
+def _read_csv(body: bytes, fmt: FileFormat, path: str, columns: int | None, *, lenient: bool) -> RawFile:
     check_csv_options(fmt, path)
     offset, header_lines = _skip_lines(body, max(0, fmt.skip_header))
     rest = body[offset:]
@@ -355,7 +425,7 @@ def read_csv(body: bytes, fmt: FileFormat, path: str, columns: int | None = None
         # Checked up front (cheap for ASCII): pyarrow cannot report bad bytes inside invalid rows.
         rest.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _utf8_error(rest, path, header_lines + 1) from exc
+        raise _utf8_error(rest, path, header_lines + 1, fmt) from exc
     quote = fmt.field_optionally_enclosed_by
     invalid: list[tuple[int, int, str]] = []
 
@@ -394,10 +464,17 @@ def read_csv(body: bytes, fmt: FileFormat, path: str, columns: int | None = None
         )
     except pa.ArrowInvalid as exc:
         if "UTF8" in str(exc) or "utf8" in str(exc).lower():
-            raise _utf8_error(rest, path, header_lines + 1) from exc
+            raise _utf8_error(rest, path, header_lines + 1, fmt) from exc
         raise FileLoadError(f"Error parsing CSV file: {exc}", file=path) from exc
     except pa.ArrowException as exc:
         raise FileLoadError(f"Error parsing CSV file: {exc}", file=path) from exc
+    if columns is None and invalid:
+        # Records of varying length are errors, but which length is the wrong one? Taking the first
+        # record's would let one short first line turn every good record after it into an error
+        # (and load the short one); the length most records share is the file's.
+        common, count = Counter(actual for _, actual, _ in invalid).most_common(1)[0]
+        if count > table.num_rows:
+            return _read_csv(body, fmt, path, common, lenient=False)
     if fmt.trim_space:
         table = pa.table({n: _clean_column(table.column(n), fmt) for n in names})
 
@@ -450,7 +527,6 @@ def read_csv(body: bytes, fmt: FileFormat, path: str, columns: int | None = None
 
     errors: list[RowError] = []
     repaired: list[tuple[int, list[str | None]]] = []
-    lenient = columns is not None and not fmt.error_on_column_count_mismatch
     for number, actual, text in invalid:
         if not 0 < number < len(start_lines):
             continue
@@ -702,12 +778,75 @@ class _JsonScanner:
 # Parquet
 
 
+_PARQUET_SOURCE = re.compile(r"^Could not open Parquet input source '[^']*': ")
+
+
 def _read_parquet(body: bytes, fmt: FileFormat, path: str) -> RawFile:
     if not body:
         return _empty_raw([], "PARQUET", path, b"", fmt)
     try:
         table = pq.read_table(pa.BufferReader(body))
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise FileLoadError(f"Error parsing the parquet file: {exc}", file=path) from exc
-    numbers = pa.array(np.arange(1, table.num_rows + 1, dtype=np.int64))
-    return RawFile(table, numbers, numbers, [], table.num_rows, "PARQUET", path, b"", fmt, table.num_columns)
+        detail = _PARQUET_SOURCE.sub("", str(exc))  # the source is Floe's in-memory buffer
+        raise FileLoadError(f"Error parsing the parquet file: {detail}", file=path) from exc
+    try:
+        table.schema.names  # noqa: B018 - pyarrow decodes names lazily: a bad one raises only here
+    except UnicodeDecodeError as exc:
+        raise FileLoadError("Error parsing the parquet file: a column name is not UTF-8", file=path) from exc
+    n = table.num_rows
+    bad = _invalid_utf8_rows(table)
+    errors = [
+        RowError(
+            row_number=i + 1, line=i + 1, character=1, column_name=None, message=m, code=CODE_INVALID_UTF8
+        )
+        for i, m in sorted(bad.items())
+    ]
+    numbers = np.arange(1, n + 1, dtype=np.int64)
+    if bad:
+        keep = np.ones(n, dtype=bool)
+        keep[list(bad)] = False
+        table = table.filter(pa.array(keep))
+        numbers = numbers[keep]
+    rows = pa.array(numbers)
+    return RawFile(table, rows, rows, errors, n, "PARQUET", path, b"", fmt, table.num_columns)
+
+
+def _has_text(t: pa.DataType) -> bool:
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return True
+    return any(_has_text(t.field(i).type) for i in range(t.num_fields))
+
+
+def _invalid_utf8_rows(table: pa.Table) -> dict[int, str]:
+    """Rows holding a string that is not UTF-8, with their message (the first such column's).
+
+    pyarrow does not check Parquet strings, and one such value in a blob would make DuckDB refuse
+    every later query of the table; so the row is an error here, as in Snowflake.
+    """
+    bad: dict[int, str] = {}
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        if not _has_text(col.type):
+            continue
+        try:
+            col.validate(full=True)
+            continue
+        except pa.ArrowInvalid:
+            pass
+        offset = 0
+        for chunk in col.chunks:  # rare: find the offending rows one by one
+            for j in range(len(chunk)):
+                cell = chunk.slice(j, 1)
+                try:
+                    cell.validate(full=True)
+                except pa.ArrowInvalid:
+                    bad.setdefault(offset + j, _utf8_message(cell, name))
+            offset += len(chunk)
+    return bad
+
+
+def _utf8_message(cell: pa.Array, column: str) -> str:
+    t = cell.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        raw = cell.view(pa.large_binary() if pa.types.is_large_string(t) else pa.binary())[0].as_py()
+        return f"Invalid UTF8 detected in string '{_show_invalid(raw.decode('utf-8', 'surrogateescape'))}'"
+    return f"Invalid UTF8 detected in a string inside column '{column}'"

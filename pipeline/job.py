@@ -44,6 +44,7 @@ _STATE_FIELDS = (
     "first_error_character",
     "first_error_column",
     "system_error",
+    "error_limit",
 )
 
 
@@ -58,7 +59,7 @@ class BatchProcessor:
         self.catalog = Catalog(self.redis, self.keys)
         self.registrar = Registrar(self.redis, self.keys, settings.retention_seconds)
         self.master_key = settings.encryption.resolve_master_key()
-        self.settings_json = settings.model_dump_json()
+        self.settings_json = settings.worker_json()
         self._query_id: str | None = None
         self.faults = Faults(settings.faults)
         self.batches = 0

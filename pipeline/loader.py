@@ -15,8 +15,10 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+from botocore.exceptions import ClientError
 from pyarrow import fs as pafs
 
+from floe.aws import client as aws_client
 from floe.aws import pyarrow_s3_kwargs
 from floe.blobs import BlobCrypto, crypto_from_settings, write_blob
 from floe.catalog import Pipe, Table
@@ -25,7 +27,7 @@ from floe.runtime import Faults
 from floe.settings import Settings
 from floe.types import arrow_schema
 from pipeline.formats import read_raw
-from pipeline.transform import CompiledCopy, apply_copy, compile_copy
+from pipeline.transform import CompiledCopy, apply_copy, compile_copy, failed_file
 
 log = logging.getLogger("floe.pipeline.loader")
 
@@ -52,11 +54,24 @@ class _Worker:
 
     def __init__(self, ctx: BatchContext) -> None:
         self.settings = Settings.model_validate_json(ctx.settings_json)
+        self.source_json = ctx.settings_json
         self.fs = pafs.S3FileSystem(**pyarrow_s3_kwargs(self.settings.aws))
         self.crypto: BlobCrypto = crypto_from_settings(self.settings.encryption.master_key_id, ctx.master_key)
         self.con = duckdb.connect(config={"threads": 1})
         self.compiled: dict[str, tuple[str, CompiledCopy]] = {}
         self.faults = Faults(self.settings.faults)
+        self._s3: Any = None
+
+    def get_object(self, bucket: str, key: str) -> bytes:
+        """An object's bytes through boto3; FileNotFoundError if there is no such object."""
+        if self._s3 is None:
+            self._s3 = aws_client(self.settings.aws, "s3")
+        try:
+            return bytes(self._s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                raise FileNotFoundError(f"s3://{bucket}/{key}") from exc
+            raise OSError(f"reading s3://{bucket}/{key} failed: {exc}") from exc
 
     def compiled_for(self, pipe: Pipe, table: Table) -> CompiledCopy:
         key = pipe.id + table.model_dump_json()
@@ -72,7 +87,7 @@ _WORKER: _Worker | None = None
 
 def _worker(ctx: BatchContext) -> _Worker:
     global _WORKER
-    if _WORKER is None or _WORKER.settings.model_dump_json() != ctx.settings_json:
+    if _WORKER is None or _WORKER.source_json != ctx.settings_json:
         _WORKER = _Worker(ctx)
     return _WORKER
 
@@ -88,29 +103,60 @@ def load_file(w: _Worker, pipe: Pipe, table: Table, path: str) -> tuple[pa.Table
     key = pipe.object_key(path)
     location = f"{pipe.bucket}/{key}"
     try:
-        with w.fs.open_input_file(location) as f:
-            data = f.readall()
+        data = _read(w, pipe.bucket, key)
         w.faults.hit("pipeline.reading")
     except FileNotFoundError:
-        return None, _failed(
-            f"Remote file 's3://{location}' was not found. The file may have been deleted.", True
-        )
+        return None, _failed(_not_found(location), True)
     except OSError as exc:
         if "NoSuchKey" in str(exc) or "does not exist" in str(exc) or "404" in str(exc):
-            return None, _failed(
-                f"Remote file 's3://{location}' was not found. The file may have been deleted.", True
-            )
+            return None, _failed(_not_found(location), True)
         raise  # transient: the task fails and the batch is replayed
+    compiled: CompiledCopy | None = None
     try:
+        compiled = w.compiled_for(pipe, table)
         raw = read_raw(data, pipe.copy_spec.file_format, path=path)
-        rows, result = apply_copy(w.compiled_for(pipe, table), raw, filename=path, con=w.con)
+        rows, result = apply_copy(compiled, raw, filename=path, con=w.con)
     except FileLoadError as exc:
-        return None, _failed(exc.message, False, size=len(data))
+        if compiled is None:
+            return None, _failed(exc.message, False, size=len(data))
+        record = failed_file(compiled, exc, path).to_dict()
+        record.update(size=len(data), system_error=None)
+        return None, record
+    except MemoryError:
+        raise  # may pass on a retry with more room: the batch is replayed
+    except Exception as exc:
+        # Parsing and transforming a file is deterministic: a failure Floe did not foresee would
+        # fail every replay of the batch too, stalling every pipe behind this one file. The file
+        # fails alone, and says why.
+        log.exception("unexpected error loading s3://%s", location, extra={"pipe": pipe.name, "file": path})
+        message = f"Internal error while loading the file: {type(exc).__name__}: {exc}"
+        return None, _failed(message[:1000], True, size=len(data))
     record = result.to_dict()
     record["size"] = len(data)
     if result.status == "LOAD_FAILED" or rows.num_rows == 0:
         return None, record
     return rows, record
+
+
+def _read(w: _Worker, bucket: str, key: str) -> bytes:
+    """A staged object's bytes; FileNotFoundError (or an OSError saying so) when it is gone."""
+    try:
+        with w.fs.open_input_file(f"{bucket}/{key}") as f:
+            data: bytes = f.readall()
+            return data
+    except pa.ArrowInvalid:
+        # pyarrow refuses keys it cannot express as a path (an empty component, as in 'a//b.csv'),
+        # which S3 allows; without this, such a key would fail its batch on every replay.
+        return w.get_object(bucket, key)
+
+
+def _not_found(location: str) -> str:
+    """Snowflake's text (091016) for a notified file that is gone by the time it is loaded."""
+    return (
+        f"Remote file 's3://{location}' was not found. If you are running a copy command, please make "
+        "sure files are not deleted when they are being loaded or files are not being loaded into two "
+        "different tables concurrently with auto purge option."
+    )
 
 
 def _failed(message: str, system: bool, size: int | None = None) -> dict[str, Any]:

@@ -43,7 +43,7 @@ def read_table(
     table = Catalog(client, Keys(settings.redis.prefix)).get(Table, name)
     schema = arrow_schema(table)
     names = blob_names(settings, table)
-    settings_json = settings.model_dump_json()
+    settings_json = settings.worker_json()
     key = settings.encryption.resolve_master_key()
     n = max(1, min(partitions or spark.sparkContext.defaultParallelism, len(names) or 1))
 

@@ -17,10 +17,19 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     p = settings.pipeline
+    builder = SparkSession.builder.master(p.spark_master).appName(app_name)
+    if p.spark_master.startswith("local"):
+        # Left alone, Spark binds its driver RPC and block manager to the address the hostname
+        # resolves to, or to the first non-loopback interface when that is loopback: the job would
+        # listen on the network. A local job needs no peer, so it stays on loopback; a cluster
+        # master needs an address its executors can reach, which the cluster's config supplies.
+        # SPARK_LOCAL_IP covers what else Spark derives from the host name (and its warning).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
+            "spark.driver.host", "127.0.0.1"
+        )
     spark = (
-        SparkSession.builder.master(p.spark_master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
+        builder.config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", p.driver_memory)
         .config("spark.sql.shuffle.partitions", str(max(1, p.partitions)))

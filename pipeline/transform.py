@@ -55,6 +55,7 @@ from floe.types import arrow_schema, duckdb_type, parse_column_type
 from pipeline.formats import (
     CODE_END_OF_RECORD,
     CODE_EXTRA_FIELD,
+    FileParseError,
     RawFile,
     RowError,
     check_csv_options,
@@ -1209,18 +1210,37 @@ def _fit_width(compiled: CompiledCopy, raw: RawFile) -> RawFile:
     return read_csv(raw.data, raw.fmt, raw.path, width)
 
 
+def _field_column(compiled: CompiledCopy, field_no: int) -> str:
+    """The target column Snowflake names for an error in CSV field ``field_no``."""
+    name = next((p.display for p in compiled.plans if field_no in p.fields[:1]), None)
+    name = name or next((p.display for p in compiled.plans if field_no in p.fields), None)
+    return name or f'"{compiled.table_name}"["${field_no}":{field_no}]'
+
+
 def _name_parse_errors(compiled: CompiledCopy, errors: list[RowError]) -> list[RowError]:
     """Give CSV field-count errors the target column name Snowflake would print."""
     out: list[RowError] = []
     for err in errors:
         if err.column_name is None and err.field is not None:
-            name = next((p.display for p in compiled.plans if err.field in p.fields[:1]), None)
-            name = name or next((p.display for p in compiled.plans if err.field in p.fields), None)
-            if name is None:
-                name = f'"{compiled.table_name}"["${err.field}":{err.field}]'
-            err = err.named(name)
+            err = err.named(_field_column(compiled, err.field))
         out.append(err)
     return out
+
+
+def failed_file(compiled: CompiledCopy, exc: FileLoadError, filename: str) -> FileResult:
+    """The result of a file that could not be read at all (a FileLoadError from ``read_raw``).
+
+    When the error has a place in the file (a FileParseError), load history shows its line,
+    character and target column, as for a row error.
+    """
+    if not isinstance(exc, FileParseError):
+        return FileResult.failed(filename, exc.message)
+    result = FileResult.failed(filename, exc.message, code=exc.code)
+    result.first_error_line = exc.line
+    result.first_error_character = exc.character
+    if exc.field is not None and compiled.format == "CSV":
+        result.first_error_column = _field_column(compiled, exc.field)
+    return result
 
 
 def _error_limit(compiled: CompiledCopy, rows_parsed: int) -> int:

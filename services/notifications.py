@@ -35,6 +35,8 @@ def parse_message(body: str) -> list[ObjectCreated]:
         doc = json.loads(body)
     except (json.JSONDecodeError, TypeError) as exc:
         raise MalformedMessage(f"message body is not JSON: {exc}") from exc
+    except RecursionError:
+        raise MalformedMessage("message body is not JSON Floe can read: nested too deeply") from None
     if isinstance(doc, dict) and doc.get("Type") == "Notification" and isinstance(doc.get("Message"), str):
         return parse_message(doc["Message"])
     if not isinstance(doc, dict):
@@ -49,11 +51,13 @@ def parse_message(body: str) -> list[ObjectCreated]:
         try:
             name = str(rec.get("eventName", ""))
             s3 = rec["s3"]
-            bucket = str(s3["bucket"]["name"])
+            bucket = s3["bucket"]["name"]
             raw_key = s3["object"]["key"]
         except (KeyError, TypeError, AttributeError) as exc:
             raise MalformedMessage(f"S3 record lacks {exc}") from exc
-        if not isinstance(raw_key, str) or not bucket:
+        if not isinstance(bucket, str) or not bucket:
+            raise MalformedMessage("S3 record has no bucket name")
+        if not isinstance(raw_key, str):
             raise MalformedMessage("S3 record has no object key")
         if not name.startswith("ObjectCreated"):
             continue

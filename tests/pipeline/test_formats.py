@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from floe.catalog.models import FileFormat
 from floe.errors import FileLoadError
-from pipeline.formats import RawFile, read_raw
+from pipeline.formats import FileParseError, RawFile, read_raw
 
 pytestmark = pytest.mark.unit
 
@@ -193,6 +193,32 @@ def test_invalid_utf8_is_a_file_load_error_naming_the_line() -> None:
         csv(b"a,b\nc,d\ne,\xff\xfe\n")
 
 
+def test_invalid_utf8_names_the_field_its_place_and_its_bytes_as_snowflake_does() -> None:
+    """Safeguard: a non-UTF-8 file fails with the bad value quoted 0xNN-style and its position."""
+    data = "id,name\n1,Ann\n2,Zoë Café\n".encode("latin-1")
+    with pytest.raises(FileParseError) as caught:
+        csv(data, skip_header=1)
+    err = caught.value
+    assert err.message == "Invalid UTF8 detected in string 'Zo0xEB Caf0xE9'"
+    assert (err.line, err.character, err.field) == (3, 3, 2)
+    with pytest.raises(FileParseError) as caught:
+        read_raw(b'{"a": 1}\n{"a": "\xff"}\n', FileFormat(type="JSON"), path="f.json")
+    assert (caught.value.message, caught.value.line, caught.value.character) == (
+        'Invalid UTF8 detected in string \'{"a": "0xFF"}\'',
+        2,
+        8,
+    )
+
+
+def test_width_is_the_one_most_records_share() -> None:
+    """Safeguard: one short first record must not turn every good record after it into an error."""
+    raw = csv(b"1,a\n2,b,2.5\n3,c,3.5\n4,d\n5,e,5.5\n")
+    assert raw.width == 3
+    assert rows(raw) == [("2", "b", "2.5"), ("3", "c", "3.5"), ("5", "e", "5.5")]
+    assert [(e.code, e.line) for e in raw.errors] == [("100068", 1), ("100068", 4)]
+    assert raw.rows_parsed == 5
+
+
 def test_unsupported_delimiter_is_a_file_load_error() -> None:
     with pytest.raises(FileLoadError):
         csv(b"a||b\n", field_delimiter="||")
@@ -270,6 +296,38 @@ def test_truncated_parquet_is_a_file_load_error() -> None:
     data = parquet_bytes(pa.table({"a": list(range(100))}))
     with pytest.raises(FileLoadError, match="parquet"):
         read_raw(data[: len(data) // 2], FileFormat(type="PARQUET"), path="f.parquet")
+
+
+def test_truncated_parquet_message_does_not_mention_floe_internals() -> None:
+    """Safeguard: the error a user sees names the file's problem, not Floe's in-memory buffer."""
+    data = parquet_bytes(pa.table({"a": list(range(100))}))
+    with pytest.raises(FileLoadError) as caught:
+        read_raw(data[: len(data) // 2], FileFormat(type="PARQUET"), path="f.parquet")
+    assert caught.value.message == (
+        "Error parsing the parquet file: Parquet magic bytes not found in footer. "
+        "Either the file is corrupted or this is not a parquet file."
+    )
+
+
+def test_parquet_column_name_that_is_not_utf8_is_a_file_load_error() -> None:
+    """Safeguard: pyarrow decodes column names lazily; a bad one must fail the file, not the batch."""
+    data = parquet_bytes(pa.table({"colXname": [1, 2]})).replace(b"colXname", b"col\x85name")
+    with pytest.raises(FileLoadError, match="column name is not UTF-8"):
+        read_raw(data, FileFormat(type="PARQUET"), path="f.parquet")
+
+
+def test_parquet_string_that_is_not_utf8_is_an_error_of_its_row() -> None:
+    """Safeguard: pyarrow does not check Parquet strings; an invalid one loaded into a blob would
+    make every later query of the table fail, so its row is an error and the others load."""
+    names = pa.array([b"Ann", b"Zo\xeb", b"Bo"], pa.binary())
+    broken = pa.Array.from_buffers(pa.string(), 3, names.buffers())
+    table = pa.table({"id": [1, 2, 3], "name": broken, "tags": pa.array([["x"], ["y"], ["ü"]])})
+    raw = read_raw(parquet_bytes(table), FileFormat(type="PARQUET"), path="f.parquet")
+    assert raw.table.column("id").to_pylist() == [1, 3]
+    assert raw.row_numbers.to_pylist() == [1, 3]
+    (err,) = raw.errors
+    assert (err.row_number, err.line, err.message) == (2, 2, "Invalid UTF8 detected in string 'Zo0xEB'")
+    assert raw.rows_parsed == 3
 
 
 # ------------------------------------------------------------------------------------------------

@@ -49,9 +49,29 @@ def test_sns_envelope() -> None:
 
 
 @pytest.mark.parametrize(
-    "body", ["not json", "[1,2]", json.dumps({"Records": [{"s3": {}}]}), json.dumps({"a": 1})]
+    "body",
+    [
+        "not json",
+        "[1,2]",
+        json.dumps({"Records": [{"s3": {}}]}),
+        json.dumps({"a": 1}),
+        "[" * 100_000,
+        json.dumps(
+            {
+                "Records": [
+                    {
+                        "eventName": "ObjectCreated:Put",
+                        "s3": {"bucket": {"name": [1]}, "object": {"key": "k"}},
+                    }
+                ]
+            }
+        ),
+    ],
+    ids=["text", "array", "no-bucket", "no-records", "nested-too-deep", "bucket-not-a-string"],
 )
 def test_malformed_messages(body: str) -> None:
+    """Safeguard: anything but a usable notification is a MalformedMessage (the consumer's poison
+    path, which names the reason), never another exception."""
     with pytest.raises(MalformedMessage):
         parse_message(body)
 
