@@ -88,6 +88,10 @@ class PipelineSettings(_Section):
     """Floe-owned bucket that holds the table blobs."""
     driver_memory: str = "2g"
     """spark.driver.memory for the local job."""
+    prefetch_files: int = 8
+    """Staged files each task reads ahead of the one it parses (S3 latency hides behind parsing)."""
+    prefetch_bytes: int = 256 * 1024 * 1024
+    """Upper bound on the known bytes read ahead per task; a file of unknown size counts as all of it."""
 
 
 class EncryptionSettings(_Section):
