@@ -10,7 +10,7 @@ from tests.chaos.test_faults import assert_exactly_once, file_set, put_all, wait
 from tests.conftest import Stack
 from tests.e2e.test_autoingest import make_pipe
 
-pytestmark = pytest.mark.chaos
+pytestmark = [pytest.mark.chaos, pytest.mark.volume]
 
 
 def test_ten_thousand_files_put_at_once(stack: Stack, bucket: str, s3: Any) -> None:
