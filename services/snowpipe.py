@@ -107,7 +107,10 @@ def parse_insert_files(content_type: str | None, body: bytes) -> list[FileRef]:
             raise _bad_request(f"files[{i}].path contains a NUL character.")
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
             raise _bad_request(f"files[{i}].size must be a non-negative integer or null.")
-        out.append(FileRef(path.lstrip("/"), cast(int | None, size)))
+        relative = path.lstrip("/")
+        if not relative.strip():
+            raise _bad_request(f"files[{i}].path names no file: '{path[:40]}'.")
+        out.append(FileRef(relative, cast(int | None, size)))
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from services.snowpipe import MAX_PATH_BYTES, RestError, parse_insert_files
@@ -41,6 +41,8 @@ def check(content_type: str | None, body: bytes) -> None:
 
 
 @settings(max_examples=300, deadline=None)
+@example("text/plain", b"/")  # once became an empty path
+@example("application/json", b'{"files": [{"path": "// "}]}')
 @given(CONTENT_TYPES, st.binary(max_size=300))
 def test_arbitrary_bytes(content_type: str | None, body: bytes) -> None:
     check(content_type, body)
