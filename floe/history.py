@@ -69,9 +69,14 @@ class FileState(BaseModel):
 def read_states(client: redis.Redis, keys: Keys, pipe_id: str, since_ms: int = 0) -> list[FileState]:
     """Every file state of a pipe received at or after ``since_ms``, oldest first."""
     paths = cast(list[bytes], client.zrangebyscore(keys.history(pipe_id), since_ms, "+inf"))
+    return states_of(client, keys, pipe_id, [p.decode() for p in paths])
+
+
+def states_of(client: redis.Redis, keys: Keys, pipe_id: str, paths: list[str]) -> list[FileState]:
+    """The states of these paths, in their order; paths Floe no longer remembers are left out."""
     if not paths:
         return []
-    values = cast(list[bytes | None], client.mget([keys.file(pipe_id, p.decode()) for p in paths]))
+    values = cast(list[bytes | None], client.mget([keys.file(pipe_id, p) for p in paths]))
     return [FileState.model_validate_json(v) for v in values if v is not None]
 
 

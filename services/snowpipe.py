@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse
 from floe.catalog import Catalog, Pipe, now_ms
 from floe.catalog.ddl import Defaults, qualify
 from floe.errors import AuthenticationFailed, FloeError, PermissionDenied
-from floe.history import FileState, read_states
+from floe.history import FileState, read_states, states_of
 from floe.keys import Keys
 from services.auth import Authenticator, Principal, RateLimiter, require_pipe_privilege
 from services.dedup import Deduper, FileRef
@@ -210,10 +210,7 @@ class SnowpipeService:
         return out
 
     def _states(self, pipe: Pipe, paths: list[str]) -> list[FileState]:
-        if not paths:
-            return []
-        values = cast(list[bytes | None], self.client.mget([self.keys.file(pipe.id, p) for p in paths]))
-        return [FileState.model_validate_json(v) for v in values if v is not None]
+        return states_of(self.client, self.keys, pipe.id, paths)
 
     def insert_report(self, pipe: Pipe, begin_mark: str | None, recent_seconds: int | None) -> dict[str, Any]:
         """Load events of the last ten minutes after ``begin_mark``, plus files still in flight."""

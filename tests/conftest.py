@@ -7,6 +7,7 @@ its own stage bucket and object names, so runs never see each other's state.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -54,11 +55,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
             elif value is not None:
                 env[name] = str(value).lower() if isinstance(value, bool) else str(value)
 
-    dumped = settings.model_dump(mode="json")
-    dumped["aws"]["secret_access_key"] = settings.aws.secret_access_key.get_secret_value()
-    key = settings.encryption.master_key
-    dumped["encryption"]["master_key"] = key.get_secret_value() if key else None
-    walk("FLOE_", dumped)
+    walk("FLOE_", json.loads(settings.worker_json()))
     return env
 
 

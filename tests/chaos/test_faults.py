@@ -18,14 +18,14 @@ from typing import Any
 
 import httpx
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from floe.aws import client as aws_client
-from floe.keypair import new_private_key, public_key_body, sign_token
+from floe.keypair import sign_token
 from floe.settings import Settings
 from infra.stack import ensure_services, running_pid
-from tests.conftest import Stack, unique, wait_until
+from tests.conftest import Stack, wait_until
 from tests.e2e.test_autoingest import history, make_pipe
+from tests.e2e.test_snowpipe_sdk import grant_operate
 
 pytestmark = pytest.mark.chaos
 
@@ -90,18 +90,6 @@ def wait_dead(stack: Stack, name: str, timeout: float = 180) -> int:
     wait_until(lambda: proc.poll() is not None, timeout=timeout, what=f"{name} to crash")
     stack.stop(name)  # reaps it and waits until its whole process group is gone
     return int(proc.returncode)
-
-
-def grant_operate(stack: Stack, pipe: str) -> tuple[str, rsa.RSAPrivateKey]:
-    """A user whose role may operate the pipe, and its private key."""
-    role, user, key = unique("r_"), unique("u_"), new_private_key()
-    stack.sql(f"CREATE ROLE {role}")
-    stack.sql(
-        f"CREATE USER {user} RSA_PUBLIC_KEY = '{public_key_body(key.public_key())}' DEFAULT_ROLE = {role}"
-    )
-    stack.sql(f"GRANT ROLE {role} TO USER {user}")
-    stack.sql(f"GRANT OPERATE ON PIPE {pipe} TO ROLE {role}")
-    return user, key
 
 
 def restart_with(stack: Stack, name: str, env: dict[str, str]) -> None:

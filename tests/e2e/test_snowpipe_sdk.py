@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 from snowflake.ingest import SimpleIngestManager, StagedFile
 
 from floe.keypair import new_private_key, private_key_pem, public_key_body
@@ -19,19 +20,25 @@ from tests.e2e.test_autoingest import csv_file
 pytestmark = pytest.mark.e2e
 
 
-def rest_pipe(stack: Stack, bucket: str) -> tuple[str, str, str, str]:
-    """A REST-only pipe, its table, a user whose role may operate it, and that user's key (PEM)."""
-    stage, table, pipe, role, user = unique("st_"), unique("t_"), unique("p_"), unique("r_"), unique("u_")
-    stack.sql(f"CREATE STAGE {stage} URL = 's3://{bucket}/rest/' FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)")
-    stack.sql(f"CREATE TABLE {table} (id INT, name VARCHAR, amount NUMBER(10,2), day DATE)")
-    stack.sql(f"CREATE PIPE {pipe} AUTO_INGEST = FALSE AS COPY INTO {table} FROM @{stage}")
-    key = new_private_key()
+def grant_operate(stack: Stack, pipe: str) -> tuple[str, rsa.RSAPrivateKey]:
+    """A user whose role may operate the pipe, and its private key."""
+    role, user, key = unique("r_"), unique("u_"), new_private_key()
     stack.sql(f"CREATE ROLE {role}")
     stack.sql(
         f"CREATE USER {user} RSA_PUBLIC_KEY = '{public_key_body(key.public_key())}' DEFAULT_ROLE = {role}"
     )
     stack.sql(f"GRANT ROLE {role} TO USER {user}")
     stack.sql(f"GRANT OPERATE ON PIPE {pipe} TO ROLE {role}")
+    return user, key
+
+
+def rest_pipe(stack: Stack, bucket: str) -> tuple[str, str, str, str]:
+    """A REST-only pipe, its table, a user whose role may operate it, and that user's key (PEM)."""
+    stage, table, pipe = unique("st_"), unique("t_"), unique("p_")
+    stack.sql(f"CREATE STAGE {stage} URL = 's3://{bucket}/rest/' FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)")
+    stack.sql(f"CREATE TABLE {table} (id INT, name VARCHAR, amount NUMBER(10,2), day DATE)")
+    stack.sql(f"CREATE PIPE {pipe} AUTO_INGEST = FALSE AS COPY INTO {table} FROM @{stage}")
+    user, key = grant_operate(stack, pipe)
     return f"FLOE.PUBLIC.{pipe}", table, user, private_key_pem(key)
 
 
