@@ -92,6 +92,10 @@ class PipelineSettings(_Section):
     """Staged files each task reads ahead of the one it parses (S3 latency hides behind parsing)."""
     prefetch_bytes: int = 256 * 1024 * 1024
     """Upper bound on the known bytes read ahead per task; a file of unknown size counts as all of it."""
+    stream_file_bytes: int = 64 * 1024 * 1024
+    """Staged CSV files larger than this are read as a stream, in parts, instead of whole."""
+    chunk_bytes: int = 32 * 1024 * 1024
+    """Uncompressed bytes of a streamed file parsed at a time; each part's rows become one blob."""
 
 
 class EncryptionSettings(_Section):

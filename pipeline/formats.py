@@ -123,6 +123,11 @@ class RawFile:
     """Format options the file was read with."""
     width: int = 0
     """CSV: fields per record the file was read with."""
+    row_offset: int = 0
+    """Records before this part of the file (a streamed file is read in parts); row numbers and
+    lines above are local to the part, and METADATA$FILE_ROW_NUMBER adds this."""
+    line_offset: int = 0
+    """Physical lines before this part of the file; load history adds this to error lines."""
 
     @property
     def num_rows(self) -> int:
@@ -410,6 +415,21 @@ def read_csv(body: bytes, fmt: FileFormat, path: str, columns: int | None = None
     """Parse decompressed CSV bytes (see ``read_raw``)."""
     lenient = columns is not None and not fmt.error_on_column_count_mismatch
     return _read_csv(body, fmt, path, columns, lenient=lenient)
+
+
+def read_csv_part(body: bytes, fmt: FileFormat, path: str, *, first: bool, width: int | None) -> RawFile:
+    """One record-aligned part of a CSV file read as a stream (see ``pipeline.chunks``).
+
+    The first part is read as a whole file would be (byte-order mark, SKIP_HEADER, its record
+    width); later parts take ``width`` from the first. Row and line numbers are local to the part;
+    the caller sets ``row_offset`` and ``line_offset``.
+    """
+    if first:
+        if body.startswith(_UTF8_BOM):
+            body = body[len(_UTF8_BOM) :]
+        return read_csv(body, fmt, path)
+    rest = fmt.model_copy(update={"skip_header": 0})
+    return _read_csv(body, rest, path, width or None, lenient=False)
 
 
 def _read_csv(body: bytes, fmt: FileFormat, path: str, columns: int | None, *, lenient: bool) -> RawFile:

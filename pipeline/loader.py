@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,14 +24,15 @@ from pyarrow import fs as pafs
 
 from floe.aws import client as aws_client
 from floe.aws import pyarrow_s3_kwargs
-from floe.blobs import BlobCrypto, crypto_from_settings, write_blob
+from floe.blobs import BlobCrypto, BlobMeta, crypto_from_settings, write_blob
 from floe.catalog import Pipe, Table
 from floe.errors import FileLoadError
-from floe.runtime import Faults
+from floe.runtime import Faults, setup_logging
 from floe.settings import Settings
 from floe.types import arrow_schema
-from pipeline.formats import read_raw
-from pipeline.transform import CompiledCopy, apply_copy, compile_copy, failed_file
+from pipeline.chunks import STREAMABLE_COMPRESSION, Readable, TransportError, decompressed, record_chunks
+from pipeline.formats import FileParseError, read_csv_part, read_raw
+from pipeline.transform import CompiledCopy, FileCopy, apply_copy, compile_copy, failed_file
 
 log = logging.getLogger("floe.pipeline.loader")
 
@@ -56,6 +59,7 @@ class _Worker:
 
     def __init__(self, ctx: BatchContext) -> None:
         self.settings = Settings.model_validate_json(ctx.settings_json)
+        setup_logging(self.settings, "pipeline.worker")  # stderr reaches the job's log through Spark
         self.source_json = ctx.settings_json
         self.fs = pafs.S3FileSystem(**pyarrow_s3_kwargs(self.settings.aws))
         self.crypto: BlobCrypto = crypto_from_settings(self.settings.encryption.master_key_id, ctx.master_key)
@@ -65,12 +69,12 @@ class _Worker:
         self.pool = ThreadPoolExecutor(max(1, self.settings.pipeline.prefetch_files), "floe-fetch")
         self._s3: Any = None
 
-    def get_object(self, bucket: str, key: str) -> bytes:
-        """An object's bytes through boto3; FileNotFoundError if there is no such object."""
+    def get_object(self, bucket: str, key: str) -> Any:
+        """An object's GetObject response through boto3; FileNotFoundError if there is none."""
         if self._s3 is None:
             self._s3 = aws_client(self.settings.aws, "s3")
         try:
-            return bytes(self._s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+            return self._s3.get_object(Bucket=bucket, Key=key)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
                 raise FileNotFoundError(f"s3://{bucket}/{key}") from exc
@@ -95,26 +99,44 @@ def _worker(ctx: BatchContext) -> _Worker:
     return _WORKER
 
 
-def blob_name(pipe: Pipe, table: Table, query_id: str, batch_id: int, part: int) -> str:
-    """Deterministic per (table, pipe, batch, partition): a replay overwrites its own blob."""
+def blob_name(
+    pipe: Pipe, table: Table, query_id: str, batch_id: int, part: int, streamed: tuple[int, int] | None = None
+) -> str:
+    """Deterministic per (table, pipe, batch, partition): a replay overwrites its own blob.
+
+    ``streamed``: (the file's place in its task, the part number) for the blobs of a streamed file.
+    """
     db, schema, name = table.name.split(".")
-    return f"{db}/{schema}/{name}/{table.id}/{pipe.id}/{query_id}-{batch_id:010d}-{part:04d}.parquet"
+    suffix = f"-{streamed[0]:05d}-{streamed[1]:05d}" if streamed else ""
+    return f"{db}/{schema}/{name}/{table.id}/{pipe.id}/{query_id}-{batch_id:010d}-{part:04d}{suffix}.parquet"
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """A staged file too large to read whole: the task reads it as a stream, in parts."""
+
+    size: int
+    """Its stored (possibly compressed) size in bytes."""
 
 
 def load_file(w: _Worker, pipe: Pipe, table: Table, path: str) -> tuple[pa.Table | None, dict[str, Any]]:
-    """Read and transform one file; returns its rows (or None) and its result record."""
-    fetched = fetch_file(w, pipe, path)
+    """Read one file whole and transform it; returns its rows (or None) and its result record."""
+    fetched = fetch_file(w, pipe, path, stream=False)
+    assert not isinstance(fetched, Streamed)
     if isinstance(fetched, dict):
         return None, fetched
     return transform_file(w, pipe, table, path, fetched)
 
 
-def fetch_file(w: _Worker, pipe: Pipe, path: str) -> bytes | dict[str, Any]:
-    """A staged file's bytes, or its failure record if it is gone; other S3 errors raise."""
+def fetch_file(
+    w: _Worker, pipe: Pipe, path: str, *, stream: bool = True
+) -> bytes | dict[str, Any] | Streamed:
+    """A staged file's bytes (or, with ``stream``, Streamed for a large CSV file), or its failure
+    record if it is gone; other S3 errors raise."""
     key = pipe.object_key(path)
     location = f"{pipe.bucket}/{key}"
     try:
-        data = _read(w, pipe.bucket, key)
+        data = _read(w, pipe.bucket, key, _stream_limit(w, pipe) if stream else None)
         w.faults.hit("pipeline.reading")
         return data
     except FileNotFoundError:
@@ -157,16 +179,141 @@ def transform_file(
     return rows, record
 
 
-def _read(w: _Worker, bucket: str, key: str) -> bytes:
-    """A staged object's bytes; FileNotFoundError (or an OSError saying so) when it is gone."""
+def _stream_limit(w: _Worker, pipe: Pipe) -> int | None:
+    """Size above which this pipe's files are streamed; None when its format is always read whole."""
+    fmt = pipe.copy_spec.file_format
+    if fmt.type.upper() != "CSV" or (fmt.compression or "AUTO").upper() not in STREAMABLE_COMPRESSION:
+        return None
+    return w.settings.pipeline.stream_file_bytes
+
+
+def _read(w: _Worker, bucket: str, key: str, limit: int | None = None) -> bytes | Streamed:
+    """A staged object's bytes, or Streamed when it is larger than ``limit``; FileNotFoundError
+    (or an OSError saying so) when it is gone."""
     try:
         with w.fs.open_input_file(f"{bucket}/{key}") as f:
+            size = f.size()
+            if limit is not None and size > limit:
+                return Streamed(size)
             data: bytes = f.readall()
             return data
     except pa.ArrowInvalid:
         # pyarrow refuses keys it cannot express as a path (an empty component, as in 'a//b.csv'),
         # which S3 allows; without this, such a key would fail its batch on every replay.
-        return w.get_object(bucket, key)
+        response = w.get_object(bucket, key)
+        size = int(response["ContentLength"])
+        if limit is not None and size > limit:
+            response["Body"].close()
+            return Streamed(size)
+        return bytes(response["Body"].read())
+
+
+@contextmanager
+def _open_stream(w: _Worker, bucket: str, key: str) -> Iterator[Readable]:
+    """A staged object as a buffered stream (pyarrow, or boto3 for keys pyarrow refuses)."""
+    try:
+        stream: Any = w.fs.open_input_stream(f"{bucket}/{key}", buffer_size=8 << 20)
+    except pa.ArrowInvalid:
+        stream = w.get_object(bucket, key)["Body"]
+    try:
+        yield stream
+    finally:
+        stream.close()
+
+
+def stream_file(
+    w: _Worker, ctx: BatchContext, pipe: Pipe, table: Table, row: dict[str, Any], index: int, size: int
+) -> tuple[list[BlobMeta], dict[str, Any]]:
+    """Load one large CSV file part by part: each part is parsed, transformed and written as its own
+    blob, so memory is bounded by ``pipeline.chunk_bytes``, not by the file. ``row`` is the file's
+    task row and ``index`` its place in the task (both name the blobs).
+
+    ON_ERROR is applied to the whole file's counts: when it fails the file, the blobs already
+    written are deleted and none is returned. Returns the blobs and the file's record.
+    """
+    path = row["path"]
+    key = pipe.object_key(path)
+    location = f"{pipe.bucket}/{key}"
+    fmt = pipe.copy_spec.file_format
+    extra = {"pipe": pipe.name, "file": path}
+    blobs: list[BlobMeta] = []
+    compiled: CompiledCopy | None = None
+    started = time.monotonic()
+    parts = 0
+    try:
+        compiled = w.compiled_for(pipe, table)
+        copy = FileCopy(compiled, path)
+        schema = arrow_schema(table)
+        width: int | None = None
+        rows_before = lines_before = 0
+        with _open_stream(w, pipe.bucket, key) as raw_stream:
+            body = decompressed(raw_stream, fmt.compression, path)
+            chunks = record_chunks(body, w.settings.pipeline.chunk_bytes, fmt.field_optionally_enclosed_by)
+            for part, chunk in enumerate(chunks):
+                w.faults.hit("pipeline.reading")
+                try:
+                    raw = read_csv_part(chunk, fmt, path, first=part == 0, width=width)
+                except FileParseError as exc:
+                    exc.line += lines_before
+                    raise
+                width = width or raw.width
+                raw.row_offset, raw.line_offset = rows_before, lines_before
+                rows = copy.add(raw, w.con)
+                rows_before += raw.rows_parsed
+                lines_before += chunk.count(b"\n")
+                parts += 1
+                del raw, chunk
+                if rows.num_rows and not copy.doomed:
+                    name = blob_name(pipe, table, ctx.query_id, ctx.batch_id, row["part"], (index, part))
+                    target = f"{w.settings.pipeline.tables_bucket}/{name}"
+                    meta = write_blob(rows.cast(schema), w.fs, target, w.crypto, name=name, files=[path])
+                    blobs.append(meta)
+                del rows
+        record = copy.result().to_dict()
+        record["size"] = size
+    except FileNotFoundError:
+        record = _failed(_not_found(location), True, size=size)
+    except FileLoadError as exc:
+        if compiled is None:
+            record = _failed(exc.message, False, size=size)
+        else:
+            record = failed_file(compiled, exc, path).to_dict()
+            record.update(size=size, system_error=None)
+    except (MemoryError, TransportError):
+        _delete_blobs(w, blobs)
+        raise  # may pass on a replay
+    except OSError as exc:
+        _delete_blobs(w, blobs)
+        if "NoSuchKey" in str(exc) or "does not exist" in str(exc) or "404" in str(exc):
+            return [], _failed(_not_found(location), True, size=size)
+        raise
+    except Exception as exc:
+        log.exception("unexpected error loading s3://%s", location, extra=extra)
+        message = f"Internal error while loading the file: {type(exc).__name__}: {exc}"
+        record = _failed(message[:1000], True, size=size)
+    if record["status"] == "LOAD_FAILED":
+        _delete_blobs(w, blobs)
+        blobs = []
+    log.info(
+        "streamed s3://%s: %d parts, %d blobs, %s rows loaded, %s in %.1f s",
+        location,
+        parts,
+        len(blobs),
+        record.get("rows_loaded"),
+        record["status"],
+        time.monotonic() - started,
+        extra=extra,
+    )
+    return blobs, record
+
+
+def _delete_blobs(w: _Worker, blobs: list[BlobMeta]) -> None:
+    """Remove blobs of a file that did not load (unregistered blobs are never read; this is tidiness)."""
+    for blob in blobs:
+        try:
+            w.fs.delete_file(blob.path)
+        except OSError:
+            log.warning("could not delete unregistered blob %s", blob.path)
 
 
 def _not_found(location: str) -> str:
@@ -190,14 +337,16 @@ def _failed(message: str, system: bool, size: int | None = None) -> dict[str, An
     }
 
 
-def _prefetched(w: _Worker, pipe: Pipe, rows: list[dict[str, Any]]) -> Iterator[bytes | dict[str, Any]]:
+def _prefetched(
+    w: _Worker, pipe: Pipe, rows: list[dict[str, Any]]
+) -> Iterator[bytes | dict[str, Any] | Streamed]:
     """fetch_file for each row, in order, with reads running ahead of the caller.
 
     Small files spend more time waiting on S3 than being parsed; a few reads in flight hide that
     wait. The window is bounded in files and in known bytes, so large files are read one at a time.
     """
     budget = w.settings.pipeline.prefetch_bytes
-    window: deque[tuple[Future[bytes | dict[str, Any]], int]] = deque()
+    window: deque[tuple[Future[bytes | dict[str, Any] | Streamed], int]] = deque()
     in_flight = 0
     pending = iter(rows)
     exhausted = False
@@ -235,8 +384,12 @@ def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> I
         loaded: list[str] = []
         out: list[dict[str, Any]] = []
         ordered = sorted(rows, key=lambda r: r["path"])
-        for row, fetched in zip(ordered, _prefetched(w, pipe, ordered), strict=True):
-            if isinstance(fetched, dict):
+        for index, (row, fetched) in enumerate(zip(ordered, _prefetched(w, pipe, ordered), strict=True)):
+            if isinstance(fetched, Streamed):
+                data = None
+                streamed, record = stream_file(w, ctx, pipe, table, row, index, fetched.size)
+                out.extend(_blob_row(pipe_id, b) for b in streamed)
+            elif isinstance(fetched, dict):
                 data, record = None, fetched
             else:
                 data, record = transform_file(w, pipe, table, row["path"], fetched)
@@ -250,8 +403,12 @@ def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> I
             combined = pa.concat_tables(pieces).cast(arrow_schema(table))
             path = f"{w.settings.pipeline.tables_bucket}/{name}"
             meta = write_blob(combined, w.fs, path, w.crypto, name=name, files=loaded)
-            out.append({"kind": "blob", "pipe_id": pipe_id, "payload": json.dumps(meta.to_dict())})
+            out.append(_blob_row(pipe_id, meta))
         yield pa.RecordBatch.from_pylist(out, schema=_OUT_ARROW)
+
+
+def _blob_row(pipe_id: str, meta: BlobMeta) -> dict[str, Any]:
+    return {"kind": "blob", "pipe_id": pipe_id, "payload": json.dumps(meta.to_dict())}
 
 
 _OUT_ARROW = pa.schema([("kind", pa.string()), ("pipe_id", pa.string()), ("payload", pa.string())])

@@ -37,7 +37,7 @@ import re
 import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -949,7 +949,7 @@ def _empty_input(compiled: CompiledCopy) -> pa.Table:
 def _input_table(compiled: CompiledCopy, raw: RawFile) -> tuple[pa.Table, str]:
     """The table DuckDB reads, and the SQL standing for the whole Parquet row (if any)."""
     n = raw.num_rows
-    rn = raw.row_numbers
+    rn = pc.add(raw.row_numbers, raw.row_offset) if raw.row_offset else raw.row_numbers
     if compiled.format == "CSV":
         cols: dict[str, Any] = {}
         for i in range(1, compiled.max_field + 1):
@@ -1207,7 +1207,8 @@ def _fit_width(compiled: CompiledCopy, raw: RawFile) -> RawFile:
         return raw
     if raw.rows_parsed == 0:
         return raw
-    return read_csv(raw.data, raw.fmt, raw.path, width)
+    again = read_csv(raw.data, raw.fmt, raw.path, width)
+    return replace(again, row_offset=raw.row_offset, line_offset=raw.line_offset)
 
 
 def _field_column(compiled: CompiledCopy, field_no: int) -> str:
@@ -1298,53 +1299,98 @@ def apply_copy(
     connection works, its session time zone is set to UTC); by default a per-thread one.
     Raises FileLoadError only for failures of the whole file.
     """
-    con = _connection(con)
-    raw = _fit_width(compiled, raw)
-    parse_errors = _name_parse_errors(compiled, raw.errors)
-    n = raw.num_rows
-    first: _FirstError | None = None
-    if parse_errors:
-        e0 = min(parse_errors, key=lambda e: e.line)
-        first = _FirstError(e0.line, e0.character, e0.column_name, e0.message, e0.code)
-    bad = np.zeros(n, dtype=bool)
-    result: pa.Table | None = None
-    if n > 0:
-        run = _FileRun.start(compiled, raw, con, filename)
-        result = run.result
-        if run.query.status:
-            bad, where = run.check_rows()
-            result = run.result
-            if where is not None:
-                err = run.describe(*where)
-                if first is None or err.line < first.line:
-                    first = err
-    n_bad = int(bad.sum())
-    errors = len(parse_errors) + n_bad
-    failed = _fails(compiled, errors, raw.rows_parsed, n - n_bad)
-    if failed or result is None:
+    copy = FileCopy(compiled, filename)
+    rows = copy.add(raw, con)
+    result = copy.result()
+    if result.status == "LOAD_FAILED":
         rows = compiled.schema.empty_table()
-    else:
+    return rows, result
+
+
+class FileCopy:
+    """One file's COPY, fed in one piece or in consecutive parts (a large file read as a stream).
+
+    ``add`` transforms a part and returns its good rows; ON_ERROR is decided once, on the whole
+    file's counts, by ``result``. The caller keeps or drops the rows accordingly; ``doomed`` says
+    early when the file can no longer load, so a streaming caller can stop writing its rows.
+    """
+
+    def __init__(self, compiled: CompiledCopy, filename: str) -> None:
+        self.compiled = compiled
+        self.filename = filename
+        self.rows_parsed = 0
+        self.rows_good = 0
+        self.errors = 0
+        self.first: _FirstError | None = None
+
+    def add(self, raw: RawFile, con: duckdb.DuckDBPyConnection | None = None) -> pa.Table:
+        """Transform one part; returns its good rows (``compiled.schema``), whatever ON_ERROR says."""
+        compiled = self.compiled
+        con = _connection(con)
+        raw = _fit_width(compiled, raw)
+        parse_errors = _name_parse_errors(compiled, raw.errors)
+        n = raw.num_rows
+        first: _FirstError | None = None
+        if parse_errors:
+            e0 = min(parse_errors, key=lambda e: e.line)
+            first = _FirstError(e0.line, e0.character, e0.column_name, e0.message, e0.code)
+        bad = np.zeros(n, dtype=bool)
+        result: pa.Table | None = None
+        if n > 0:
+            run = _FileRun.start(compiled, raw, con, self.filename)
+            result = run.result
+            if run.query.status:
+                bad, where = run.check_rows()
+                result = run.result
+                if where is not None:
+                    err = run.describe(*where)
+                    if first is None or err.line < first.line:
+                        first = err
+        n_bad = int(bad.sum())
+        self.rows_parsed += raw.rows_parsed
+        self.errors += len(parse_errors) + n_bad
+        self.rows_good += n - n_bad
+        if first is not None and self.first is None:
+            # Parts arrive in file order, so the first part with an error holds the file's first.
+            self.first = replace(first, line=first.line + raw.line_offset)
+        if result is None:
+            return compiled.schema.empty_table()
         if n_bad:
             result = result.filter(pa.array(~bad))
-        rows = pa.Table.from_arrays(
+        return pa.Table.from_arrays(
             [result.column(f"o{i}").cast(f.type) for i, f in enumerate(compiled.schema)],
             schema=compiled.schema,
         )
-    res = FileResult(
-        file=filename,
-        status="LOADED" if errors == 0 else "LOAD_FAILED" if failed else "PARTIALLY_LOADED",
-        rows_parsed=raw.rows_parsed,
-        rows_loaded=0 if failed else rows.num_rows,
-        errors_seen=errors,
-        error_limit=_error_limit(compiled, raw.rows_parsed),
-    )
-    if first is not None:
-        res.first_error = first.message
-        res.first_error_line = first.line
-        res.first_error_character = first.character
-        res.first_error_column = first.column
-        res.code = first.code
-    return rows, res
+
+    @property
+    def doomed(self) -> bool:
+        """The errors so far fail the file whatever the rest of it holds."""
+        rule = self.compiled.on_error
+        if self.errors == 0 or rule in ("CONTINUE", "SKIP_FILE_PCT"):
+            return False
+        if rule == "SKIP_FILE_N":
+            return self.errors >= max(1, self.compiled.on_error_limit)
+        return True
+
+    def result(self) -> FileResult:
+        """The file's load-history record: ON_ERROR applied to the counts of every part."""
+        compiled = self.compiled
+        failed = _fails(compiled, self.errors, self.rows_parsed, self.rows_good)
+        res = FileResult(
+            file=self.filename,
+            status="LOADED" if self.errors == 0 else "LOAD_FAILED" if failed else "PARTIALLY_LOADED",
+            rows_parsed=self.rows_parsed,
+            rows_loaded=0 if failed else self.rows_good,
+            errors_seen=self.errors,
+            error_limit=_error_limit(compiled, self.rows_parsed),
+        )
+        if self.first is not None:
+            res.first_error = self.first.message
+            res.first_error_line = self.first.line
+            res.first_error_character = self.first.character
+            res.first_error_column = self.first.column
+            res.code = self.first.code
+        return res
 
 
 @dataclass

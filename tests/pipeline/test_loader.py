@@ -1,9 +1,14 @@
-"""load_file: how one file's failures become its load-history record (without Spark or S3)."""
+"""load_file and stream_file: how one file becomes rows, blobs and its load-history record
+(without Spark or S3: a local directory stands for the buckets)."""
 
 from __future__ import annotations
 
+import gzip
+import io
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import duckdb
@@ -11,8 +16,9 @@ import pyarrow as pa
 import pytest
 from pyarrow import fs as pafs
 
-from floe.catalog.models import Column, CopySpec, FileFormat, Pipe, Table
-from pipeline.loader import load_file
+from floe.blobs import BlobCrypto, crypto_from_settings, read_blob
+from floe.catalog.models import Column, CopySpec, FileFormat, OnError, Pipe, Table
+from pipeline.loader import BatchContext, Streamed, fetch_file, load_file, stream_file
 from pipeline.transform import CompiledCopy, compile_copy
 
 pytestmark = pytest.mark.unit
@@ -42,9 +48,24 @@ class _S3LikeFileSystem:
     inner: pafs.FileSystem
 
     def open_input_file(self, path: str) -> Any:
+        self._check(path)
+        return self.inner.open_input_file(path)
+
+    def open_input_stream(self, path: str, buffer_size: int | None = None) -> Any:
+        self._check(path)
+        return self.inner.open_input_stream(path, buffer_size=buffer_size)
+
+    def open_output_stream(self, path: str) -> Any:
+        self.inner.create_dir(path.rsplit("/", 1)[0])
+        return self.inner.open_output_stream(path)
+
+    def delete_file(self, path: str) -> None:
+        self.inner.delete_file(path)
+
+    @staticmethod
+    def _check(path: str) -> None:
         if "//" in path:
             raise pa.ArrowInvalid(f"Empty path component in path {path}")
-        return self.inner.open_input_file(path)
 
 
 @dataclass
@@ -58,17 +79,28 @@ class FakeWorker:
     faults: Any = field(default_factory=_NoFaults)
     fetched: list[str] = field(default_factory=list)
     """Keys read through get_object (boto3 in the real worker)."""
+    stream_file_bytes: int = 1 << 30
+    chunk_bytes: int = 1 << 20
+    crypto: BlobCrypto = field(default_factory=lambda: crypto_from_settings("test-key", os.urandom(32)))
+
+    @property
+    def settings(self) -> Any:
+        pipeline = SimpleNamespace(
+            stream_file_bytes=self.stream_file_bytes, chunk_bytes=self.chunk_bytes, tables_bucket="tables"
+        )
+        return SimpleNamespace(pipeline=pipeline)
 
     @property
     def fs(self) -> Any:
         return _S3LikeFileSystem(pafs.SubTreeFileSystem(str(self.root), pafs.LocalFileSystem()))
 
-    def get_object(self, bucket: str, key: str) -> bytes:
+    def get_object(self, bucket: str, key: str) -> dict[str, Any]:
         self.fetched.append(key)
         path = self.root / bucket / key
         if not path.exists():
             raise FileNotFoundError(key)
-        return path.read_bytes()
+        data = path.read_bytes()
+        return {"ContentLength": len(data), "Body": io.BytesIO(data)}
 
     def compiled_for(self, pipe: Pipe, table: Table) -> CompiledCopy:
         if self.broken:
@@ -134,3 +166,156 @@ def test_key_pyarrow_cannot_express_is_read_another_way(tmp_path: Path) -> None:
     rows, record = load_file(worker, pipe_for(), TABLE, "a//b.csv")  # type: ignore[arg-type]
     assert rows is not None and record["status"] == "LOADED"
     assert worker.fetched == ["in/a//b.csv"]
+
+
+# ------------------------------------------------------------------------------------------------
+# Large files, read as a stream in parts
+
+WIDE = Table(
+    name="DB.PUBLIC.W",
+    columns=[
+        Column(name="ID", type="NUMBER", precision=38, scale=0),
+        Column(name="NAME", type="VARCHAR"),
+        Column(name="ROW_NO", type="NUMBER", precision=38, scale=0),
+        Column(name="FILE", type="VARCHAR"),
+    ],
+)
+CTX = BatchContext("", b"", "query", 7, {}, {})
+
+
+def wide_pipe(on_error: OnError = "CONTINUE", limit: float = 0, quote: str | None = '"') -> Pipe:
+    spec = CopySpec(
+        table=WIDE.name,
+        stage="DB.PUBLIC.ST",
+        select=["$1", "$2", "METADATA$FILE_ROW_NUMBER", "METADATA$FILENAME"],
+        file_format=FileFormat(skip_header=1, field_optionally_enclosed_by=quote),
+        on_error=on_error,
+        on_error_limit=limit,
+    )
+    return Pipe(name="DB.PUBLIC.WP", copy_spec=spec, table_id=WIDE.id, stage_url="s3://bucket/in/")
+
+
+def messy_csv(rows: int, bad_every: int = 0, blanks: bool = False) -> bytes:
+    """Quoted values with newlines and doubled quotes, blank lines (with ``blanks``: each is an
+    error), and every ``bad_every``-th record a value that does not convert or an extra field."""
+    out = ["id,name"]
+    for i in range(1, rows + 1):
+        name = ["plain", '"a, b"', '"two\nlines"', '"say ""hi"""', ""][i % 5]
+        if bad_every and i % bad_every == 0:
+            out.append(f"x{i},{name}" if i % (2 * bad_every) else f"{i},{name},extra")
+        else:
+            out.append(f"{i},{name}")
+        if blanks and i % 97 == 0:
+            out.append("")
+    return ("\n".join(out) + "\n").encode()
+
+
+def streamed(
+    worker: FakeWorker, pipe: Pipe, name: str
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[Any]]:
+    fetched = fetch_file(worker, pipe, name)  # type: ignore[arg-type]
+    assert isinstance(fetched, Streamed), "the file should be over the streaming threshold"
+    row = {"path": name, "part": 0}
+    blobs, record = stream_file(worker, CTX, pipe, WIDE, row, 3, fetched.size)  # type: ignore[arg-type]
+    rows: list[dict[str, Any]] = []
+    for blob in blobs:
+        rows.extend(read_blob(worker.fs.inner, blob.path, worker.crypto).to_pylist())
+    return rows, record, blobs
+
+
+def whole(tmp_path: Path, pipe: Pipe, name: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    table, record = load_file(FakeWorker(tmp_path), pipe, WIDE, name)  # type: ignore[arg-type]
+    return (table.to_pylist() if table is not None else []), record
+
+
+@pytest.mark.parametrize("compress", [False, True])
+@pytest.mark.parametrize("on_error", ["CONTINUE", "SKIP_FILE_PCT"])
+def test_streamed_file_loads_exactly_as_the_whole_file(
+    tmp_path: Path, compress: bool, on_error: OnError
+) -> None:
+    """Safeguard: a large file read in parts gives the rows, METADATA$FILE_ROW_NUMBER, counts and
+    first error (line, character, column) it gives when read whole: parts are cut on record
+    boundaries and numbered with the records and lines before them."""
+    data = messy_csv(3000, bad_every=250, blanks=True)
+    put(tmp_path, "big.csv", gzip.compress(data) if compress else data)
+    pipe = wide_pipe(on_error, 50)
+    expected_rows, expected = whole(tmp_path, pipe, "big.csv")
+    worker = FakeWorker(tmp_path, stream_file_bytes=1000, chunk_bytes=4000)
+    rows, record, blobs = streamed(worker, pipe, "big.csv")
+    assert len(blobs) > 5, "the file should have been read in several parts"
+    assert rows == expected_rows
+    assert record == expected
+    assert record["status"] == "PARTIALLY_LOADED" and record["errors_seen"] == 12 + 30
+    assert [r["ROW_NO"] for r in rows] == sorted(r["ROW_NO"] for r in rows)
+
+
+def test_streamed_blob_names_are_deterministic(tmp_path: Path) -> None:
+    """Safeguard: a replayed batch writes its streamed blobs under the same names (it overwrites
+    them instead of adding rows)."""
+    put(tmp_path, "big.csv", messy_csv(2000))
+    worker = FakeWorker(tmp_path, stream_file_bytes=1000, chunk_bytes=5000)
+    pipe = wide_pipe()
+    first = [b.name for b in streamed(worker, pipe, "big.csv")[2]]
+    again = [b.name for b in streamed(worker, pipe, "big.csv")[2]]
+    assert first == again and len(set(first)) == len(first) > 1
+    assert first[0].endswith("/query-0000000007-0000-00003-00000.parquet")
+
+
+@pytest.mark.parametrize(("on_error", "limit"), [("SKIP_FILE", 0), ("SKIP_FILE_N", 3)])
+def test_skip_file_counts_errors_over_the_whole_file_and_leaves_no_blob(
+    tmp_path: Path, on_error: OnError, limit: float
+) -> None:
+    """Safeguard: ON_ERROR is decided on the whole file, not per part. Errors in different parts
+    add up (SKIP_FILE_3 fails on the third), and the parts written before the file failed are
+    deleted: a failed file leaves nothing behind."""
+    data = messy_csv(3000, bad_every=1000)  # errors at records 1000, 2000 and 3000: three parts apart
+    put(tmp_path, "big.csv", data)
+    pipe = wide_pipe(on_error, limit)
+    _, expected = whole(tmp_path, pipe, "big.csv")
+    worker = FakeWorker(tmp_path, stream_file_bytes=1000, chunk_bytes=3000)
+    rows, record, blobs = streamed(worker, pipe, "big.csv")
+    assert (record, rows, blobs) == (expected, [], [])
+    assert record["status"] == "LOAD_FAILED" and record["errors_seen"] == 3
+    assert not list((tmp_path / "tables").rglob("*.parquet")), "blobs of the failed file remain"
+
+
+def test_skip_file_n_below_the_limit_loads_from_every_part(tmp_path: Path) -> None:
+    data = messy_csv(3000, bad_every=1000)
+    put(tmp_path, "big.csv", data)
+    pipe = wide_pipe("SKIP_FILE_N", 4)
+    expected_rows, expected = whole(tmp_path, pipe, "big.csv")
+    rows, record, _ = streamed(
+        FakeWorker(tmp_path, stream_file_bytes=1000, chunk_bytes=3000), pipe, "big.csv"
+    )
+    assert record == expected and record["status"] == "PARTIALLY_LOADED"
+    assert rows == expected_rows and len(rows) == 2997
+
+
+def test_invalid_utf8_in_a_later_part_names_its_line_in_the_file(tmp_path: Path) -> None:
+    """Safeguard: a whole-file error found in part k reports the line in the file, not in the part."""
+    data = messy_csv(2000) + "2001,Zoë\n".encode("latin-1")
+    put(tmp_path, "big.csv", data)
+    pipe = wide_pipe()
+    _, expected = whole(tmp_path, pipe, "big.csv")
+    rows, record, blobs = streamed(
+        FakeWorker(tmp_path, stream_file_bytes=1000, chunk_bytes=3000), pipe, "big.csv"
+    )
+    assert record == expected and (rows, blobs) == ([], [])
+    assert record["first_error_line"] == data.count(b"\n")
+
+
+def test_small_files_and_other_formats_are_read_whole(tmp_path: Path) -> None:
+    put(tmp_path, "small.csv", messy_csv(10))
+    worker = FakeWorker(tmp_path, stream_file_bytes=1 << 20)
+    assert isinstance(fetch_file(worker, wide_pipe(), "small.csv"), bytes)  # type: ignore[arg-type]
+    json_pipe = wide_pipe().model_copy(deep=True)
+    json_pipe.copy_spec.file_format = FileFormat(type="JSON")
+    put(tmp_path, "big.json", b'{"a": 1}\n' * 1000)
+    assert isinstance(fetch_file(FakeWorker(tmp_path, stream_file_bytes=10), json_pipe, "big.json"), bytes)  # type: ignore[arg-type]
+
+
+def test_deleted_before_streaming_is_load_failed_with_a_system_error(tmp_path: Path) -> None:
+    worker = FakeWorker(tmp_path, stream_file_bytes=10)
+    blobs, record = stream_file(worker, CTX, wide_pipe(), WIDE, {"path": "gone.csv", "part": 0}, 0, 100)  # type: ignore[arg-type]
+    assert blobs == [] and record["status"] == "LOAD_FAILED"
+    assert record["system_error"].startswith("Remote file 's3://bucket/in/gone.csv' was not found.")
