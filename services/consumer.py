@@ -48,36 +48,77 @@ class Consumer:
 
         Raises MalformedMessage for poison messages and TransientError when Redis is unavailable.
         """
-        records = parse_message(body)
+        outcome = self.handle_bodies([body])[0]
+        if isinstance(outcome, MalformedMessage):
+            raise outcome
+        return outcome
+
+    def handle_bodies(self, bodies: list[str]) -> list[int | MalformedMessage]:
+        """Dedup and enqueue the files of a received batch of messages, in one Redis step per pipe.
+
+        Returns, per message, the files it newly enqueued or the MalformedMessage that makes it a
+        poison message. Raises TransientError when Redis is unavailable (nothing is then known to
+        be enqueued, and every message of the batch must come back).
+        """
+        outcomes: list[int | MalformedMessage] = [0] * len(bodies)
+        parsed: list[tuple[int, list[ObjectCreated]]] = []
+        for i, body in enumerate(bodies):
+            try:
+                parsed.append((i, parse_message(body)))
+            except MalformedMessage as exc:
+                outcomes[i] = exc
         if self.settings.faults.enqueue_delay_s:
             time.sleep(self.settings.faults.enqueue_delay_s)
         try:
-            return self._enqueue(records)
+            self._enqueue(parsed, outcomes)
         except redis.RedisError as exc:
             raise TransientError(f"redis unavailable: {exc}") from exc
+        return outcomes
 
-    def _enqueue(self, records: list[ObjectCreated]) -> int:
+    def _one_by_one(self, bodies: list[str]) -> list[int | MalformedMessage]:
+        """Each message on its own, so one that breaks Floe in an unforeseen way fails alone."""
+        outcomes: list[int | MalformedMessage] = []
+        for body in bodies:
+            try:
+                outcomes.append(self.handle_bodies([body])[0])
+            except TransientError:
+                raise
+            except Exception as exc:
+                log.exception("unexpected error on a message")
+                outcomes.append(MalformedMessage(f"unexpected error: {type(exc).__name__}: {exc}"))
+        return outcomes
+
+    def _enqueue(
+        self, parsed: list[tuple[int, list[ObjectCreated]]], outcomes: list[int | MalformedMessage]
+    ) -> None:
+        if not parsed:
+            return
         pipes = list(self.catalog.all(Pipe).values())
-        by_pipe: dict[str, tuple[Pipe, list[FileRef]]] = {}
-        unknown: list[str] = []
-        for rec in records:
-            matches, known = route(rec, pipes)
-            if not known:
-                unknown.append(f"s3://{rec.bucket}/{rec.key}")
-            for pipe, rel in matches:
-                by_pipe.setdefault(pipe.id, (pipe, []))[1].append(FileRef(rel, rec.size))
-        enqueued = 0
-        for pipe, files in by_pipe.values():
+        by_pipe: dict[str, tuple[Pipe, list[FileRef], list[int]]] = {}
+        for i, records in parsed:
+            unknown: list[str] = []
+            routed = False
+            for rec in records:
+                matches, known = route(rec, pipes)
+                if not known:
+                    unknown.append(f"s3://{rec.bucket}/{rec.key}")
+                for pipe, rel in matches:
+                    _, files, owners = by_pipe.setdefault(pipe.id, (pipe, [], []))
+                    files.append(FileRef(rel, rec.size))
+                    owners.append(i)
+                    routed = True
+            if unknown and not routed:
+                outcomes[i] = MalformedMessage(f"no auto-ingest pipe reads bucket of {', '.join(unknown)}")
+        for pipe, files, owners in by_pipe.values():
             flags = self.deduper.enqueue(pipe, files, source="notification")
-            enqueued += sum(flags)
-            for f, new in zip(files, flags, strict=True):
+            for f, new, owner in zip(files, flags, owners, strict=True):
+                count = outcomes[owner]
+                if isinstance(count, int):
+                    outcomes[owner] = count + int(new)
                 log.info(
                     "enqueued" if new else "skipped: already seen by this pipe",
                     extra={"pipe": pipe.name, "file": f.path},
                 )
-        if unknown and not by_pipe:
-            raise MalformedMessage(f"no auto-ingest pipe reads bucket of {', '.join(unknown)}")
-        return enqueued
 
     async def _poll(self, sqs: Any, url: str) -> None:
         c = self.settings.consumer
@@ -100,39 +141,43 @@ class Consumer:
             pending = {m["MessageId"]: m for m in messages}
             heartbeat = asyncio.create_task(self._keep_invisible(sqs, url, pending))
             done: list[dict[str, str]] = []
-            unavailable = False
             try:
-                for msg in messages:
-                    try:
-                        await asyncio.to_thread(self.handle_body, msg["Body"])
-                        done.append({"Id": msg["MessageId"], "ReceiptHandle": msg["ReceiptHandle"]})
-                    except MalformedMessage as exc:
+                outcomes = await self._outcomes(messages)
+                for msg, outcome in zip(messages, outcomes or [], strict=False):
+                    if isinstance(outcome, MalformedMessage):
                         count = msg.get("Attributes", {}).get("ApproximateReceiveCount", "?")
-                        log.error("poison message %s (delivery %s): %s", msg["MessageId"], count, exc.message)
-                        pending.pop(msg["MessageId"])
-                        await self._release(sqs, url, msg)
-                    except TransientError as exc:
-                        # Leave this message and the rest of the batch invisible: they come back
-                        # after the visibility timeout, by when Redis should answer again.
-                        log.warning(
-                            "Redis is unavailable; message %s will be retried: %s",
-                            msg["MessageId"],
-                            exc.message,
+                        log.error(
+                            "poison message %s (delivery %s): %s", msg["MessageId"], count, outcome.message
                         )
-                        unavailable = True
-                        break
-                    except Exception:
-                        log.exception("unexpected error on message %s", msg["MessageId"])
                         pending.pop(msg["MessageId"])
                         await self._release(sqs, url, msg)
+                    else:
+                        done.append({"Id": msg["MessageId"], "ReceiptHandle": msg["ReceiptHandle"]})
                 if done:
                     self.faults.hit("consumer.after_enqueue")
                     await self._delete(sqs, url, done)
                     self.handled += len(done)
             finally:
                 heartbeat.cancel()
-            if unavailable:
+            if outcomes is None:
                 await self._wait_for_redis()
+
+    async def _outcomes(self, messages: list[dict[str, Any]]) -> list[int | MalformedMessage] | None:
+        """handle_bodies for a received batch; None while Redis is unavailable."""
+        bodies = [m["Body"] for m in messages]
+        try:
+            try:
+                return await asyncio.to_thread(self.handle_bodies, bodies)
+            except TransientError:
+                raise
+            except Exception:
+                log.exception("unexpected error on a batch of %d messages; retrying one by one", len(bodies))
+                return await asyncio.to_thread(self._one_by_one, bodies)
+        except TransientError as exc:
+            # Leave the whole batch invisible: it comes back after the visibility timeout, by when
+            # Redis should answer again.
+            log.warning("Redis is unavailable; %d messages will be retried: %s", len(bodies), exc.message)
+            return None
 
     async def _keep_invisible(self, sqs: Any, url: str, pending: dict[str, dict[str, Any]]) -> None:
         """Extend the visibility of a received batch until it is handled.

@@ -8,6 +8,7 @@ the object was overwritten since. All keys share the pipe's hash tag.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -48,6 +49,36 @@ class FileRef:
     size: int | None = None
 
 
+class _StateTemplate:
+    """The initial FileState JSON of one call's files, which differ only in path and size.
+
+    Building and dumping a model per file was most of an insertFiles call of 100 files; the JSON is
+    the model's own, with the two values spliced in.
+    """
+
+    _PATH = "\x00path\x00"
+    _SIZE = -7_777_777_777
+
+    def __init__(self, pipe: Pipe, now: int, source: str) -> None:
+        text = FileState(
+            path=self._PATH,
+            stage_location=pipe.stage_url,
+            size=self._SIZE,
+            received_ms=now,
+            error_limit=pipe.copy_spec.error_limit,
+            source=source,
+        ).model_dump_json()
+        path_at = text.index(json.dumps(self._PATH))
+        head, rest = text[:path_at], text[path_at + len(json.dumps(self._PATH)) :]
+        mid, tail = rest.split(str(self._SIZE), 1)
+        self._parts = (head, mid, tail)
+
+    def json(self, f: FileRef) -> str:
+        """The state JSON of one file."""
+        head, mid, tail = self._parts
+        return f"{head}{json.dumps(f.path)}{mid}{'null' if f.size is None else int(f.size)}{tail}"
+
+
 class Deduper:
     """Runs the dedup-and-enqueue script."""
 
@@ -64,16 +95,10 @@ class Deduper:
         now = now_ms()
         keys = [self._keys.queue(pipe.id), self._keys.history(pipe.id)]
         args: list[str | int] = [self._ttl, now, self._ttl * 1000]
+        state = _StateTemplate(pipe, now, source)
+        file_key = self._keys.file
         for f in files:
-            state = FileState(
-                path=f.path,
-                stage_location=pipe.stage_url,
-                size=f.size,
-                received_ms=now,
-                error_limit=pipe.copy_spec.error_limit,
-                source=source,
-            )
-            keys.append(self._keys.file(pipe.id, f.path))
-            args += [f.path, -1 if f.size is None else f.size, state.model_dump_json()]
+            keys.append(file_key(pipe.id, f.path))
+            args += [f.path, -1 if f.size is None else f.size, state.json(f)]
         flags = cast(list[int], self._script(keys=keys, args=args))
         return [bool(x) for x in flags]

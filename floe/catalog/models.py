@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -224,17 +225,19 @@ class Pipe(CatalogObject):
     comment: str | None = None
     """COMMENT."""
 
-    @property
+    # Cached: routing and insertFiles ask for these once per file. Pipes are replaced, never
+    # changed in place (ALTER writes a new object), so the cache cannot go stale.
+    @cached_property
     def bucket(self) -> str:
         """Bucket the pipe reads."""
         return split_s3_url(self.stage_url)[0]
 
-    @property
+    @cached_property
     def stage_prefix(self) -> str:
         """Key prefix of the stage definition."""
         return split_s3_url(self.stage_url)[1]
 
-    @property
+    @cached_property
     def prefix(self) -> str:
         """Key prefix the pipe reads (stage prefix plus the COPY path)."""
         return self.stage_prefix + self.copy_spec.path
