@@ -281,9 +281,13 @@ def router(service: SnowpipeService, authenticator: Authenticator, limiter: Rate
             )
         return principal
 
+    def pinned(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        with service.catalog.pinned():
+            return work()
+
     async def answer(request: Request, work: Callable[[], dict[str, Any]]) -> JSONResponse:
         try:
-            body = await run_in_threadpool(work)
+            body = await run_in_threadpool(pinned, work)
         except RestError as exc:
             return exc.response()
         except AuthenticationFailed as exc:

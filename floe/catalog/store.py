@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TypeVar, cast
 
 import redis
@@ -34,10 +37,28 @@ class Catalog:
         self._r = client
         self._keys = keys
         self._cache: dict[str, tuple[int, dict[str, CatalogObject]]] = {}
+        self._pins = threading.local()
 
     def version(self) -> int:
-        """Current catalog version."""
+        """Current catalog version (the pinned one inside ``pinned``)."""
+        pinned = getattr(self._pins, "version", None)
+        if pinned is not None:
+            return int(pinned)
         return int(cast(bytes | None, self._r.get(self._keys.catalog_version())) or 0)
+
+    @contextmanager
+    def pinned(self) -> Iterator[None]:
+        """Read the catalog at one version for the rest of the block, in this thread.
+
+        A request looks up its user, the user's roles and a pipe: one version check instead of
+        one per lookup, and every lookup sees the same catalog.
+        """
+        outer = getattr(self._pins, "version", None)
+        self._pins.version = self.version()
+        try:
+            yield
+        finally:
+            self._pins.version = outer
 
     def all(self, model: type[M]) -> dict[str, M]:
         """Every object of a kind, by fully qualified name."""
