@@ -89,11 +89,11 @@ run: deps ## the demo: start the stack, load sample files, follow until Ctrl-C, 
 # The EXIT trap keeps pytest's exit code.
 # The chaos suite's kill tests run here too (about 10 of the suite's ~13 minutes); the volume test
 # (10,000 files, ~7 minutes, mostly LocalStack's notification path) only in `make chaos`.
-test: deps lint ## lint, then run every test but the volume ones, starting and stopping the services they need
+test: deps lint ## lint, every test but the volume ones, then a smoke run of the benchmarks (services started and stopped)
 	@record="$(STATE_DIR)/run/test-services.txt"; \
 	$(STACK) services-up --record "$$record" || exit $$?; \
 	trap '$(STACK) services-down --recorded "$$record"' EXIT; trap 'exit 130' INT TERM; \
-	$(VENV)/bin/pytest -m "not volume" tests
+	$(VENV)/bin/pytest -m "not volume" tests && $(PY) -m bench.run --smoke
 
 chaos: deps ## run the fault-injection tests (kills and restarts) and the volume test
 	@record="$(STATE_DIR)/run/chaos-services.txt"; \

@@ -1,0 +1,667 @@
+"""Floe's benchmark harness (issue 5): throughput against two baselines, latency, notifications,
+REST and memory, printed as a table and written as JSON.
+
+    .venv/bin/python -m bench.run             # full run   -> bench/results/latest.json  (make bench)
+    .venv/bin/python -m bench.run --smoke     # tiny sizes -> bench/results/smoke.json   (make bench-smoke)
+
+Parts (--only takes a comma-separated list of them):
+  floe           Floe end to end: put the CSV files into a stage bucket; rows/s from the first put
+                 until SELECT COUNT(*) returns every row (S3, SQS, consumer, Spark job, registrar).
+                 Peak memory of every Floe process is sampled meanwhile.
+  limit          plain pyarrow over the same local files (read, cast, encrypted Parquet), 2 processes.
+  peer           Spark's own file-source stream (readStream.csv, the same casts, Parquet sink,
+                 trigger availableNow), local[2], in a process of its own.
+  latency        one small file at a time at two rates; p50/p99 from the put until the rows answer a
+                 SELECT and until COPY_HISTORY shows Loaded.
+  notifications  the consumer alone: S3 event messages through dedup and enqueue, in files/s.
+  rest           insertFiles calls per second with 100 files each, and their p99 (bench/rest.py).
+  Aliases: throughput = floe,limit,peer; memory = floe; all = every part.
+
+LocalStack and Redis are started when they do not answer yet (and stopped again afterwards), at
+the endpoints Floe's settings name (FLOE_AWS__ENDPOINT_URL, FLOE_REDIS__URL, FLOE_STATE_DIR...).
+The Floe processes are the run's own, on a private state directory (<state_dir>/bench/run-*, kept
+with its logs when a part fails), key prefix, queue, buckets and port; all of it is removed at the
+end unless --keep. Generated data is cached under <state_dir>/bench/data.
+The exit code is 0 when every selected figure was measured (missed targets are reported, not
+failures, unless --fail-on-missed-targets), 1 when a part failed, 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from bench import rest
+from bench.baselines import PeerRun, run_limit
+from bench.dataset import Dataset, ensure_dataset
+from bench.harness import FLOE_PROCESSES, FloeStack, Resources, isolated_settings, remove_tree
+from bench.latency import run_latency
+from bench.memory import MemorySampler
+from bench.notifications import run_notifications
+from bench.report import evaluate, machine, missing_figures, rate_text, ratios, render, versions
+from bench.throughput import WarmUp, run_floe
+from floe.settings import Settings
+from infra.stack import StackError, ensure_services, stop
+from infra.stack import status as stack_status
+
+PARTS: tuple[str, ...] = ("floe", "limit", "peer", "latency", "notifications", "rest")
+ALIASES: dict[str, tuple[str, ...]] = {
+    "throughput": ("floe", "limit", "peer"),
+    "memory": ("floe",),
+    "all": PARTS,
+}
+STACK_PHASES = frozenset({"warmup", "warmup_load", "floe", "latency", "notifications", "rest"})
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+FULL: dict[str, Any] = {
+    "files": 200,
+    "rows": 10_000,
+    "slow_rate": 1.0,
+    "slow_samples": 30,
+    "fast_rate": 20.0,
+    "fast_samples": 100,
+    "latency_rows": 5,
+    "notifications": 10_000,
+    "rest_seconds": 10.0,
+    "rest_concurrency": 16,
+    "rest_files": 100,
+    "out": RESULTS_DIR / "latest.json",
+    "overlap": False,
+    "warmup": True,
+    "peer_java_options": "",
+}
+SMOKE: dict[str, Any] = {
+    **FULL,
+    "files": 4,
+    "rows": 1_000,
+    "slow_samples": 2,
+    "fast_samples": 6,
+    "notifications": 300,
+    "rest_seconds": 2.0,
+    "rest_concurrency": 8,
+    "out": RESULTS_DIR / "smoke.json",
+    "overlap": True,
+    "warmup": True,
+    # The peer's JVM with the C1 compiler only: a third less CPU for a run this short, which the
+    # Floe processes starting beside it need. Smoke figures only show that the harness works.
+    "peer_java_options": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+}
+
+
+def parse_parts(text: str) -> set[str]:
+    """The parts named by --only (names and aliases, comma-separated)."""
+    parts: set[str] = set()
+    for raw in text.split(","):
+        name = raw.strip().lower()
+        if not name:
+            continue
+        if name in ALIASES:
+            parts.update(ALIASES[name])
+        elif name in PARTS:
+            parts.add(name)
+        else:
+            known = ", ".join((*PARTS, *ALIASES))
+            raise argparse.ArgumentTypeError(f"unknown part {name!r}; known: {known}")
+    if not parts:
+        raise argparse.ArgumentTypeError("--only needs at least one part")
+    return parts
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (defaults of None are filled from the full or the smoke sizes)."""
+    p = argparse.ArgumentParser(
+        prog="python -m bench.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+    def sizes(key: str) -> str:
+        return f"(full {FULL[key]:g}, smoke {SMOKE[key]:g})"
+
+    p.add_argument("--smoke", action="store_true", help="tiny sizes, under a minute; writes smoke.json")
+    p.add_argument(
+        "--only", type=parse_parts, default=set(PARTS), metavar="PARTS", help="parts to run (default all)"
+    )
+    p.add_argument(
+        "--out", type=Path, help="JSON result file (full: bench/results/latest.json, smoke: smoke.json)"
+    )
+    g = p.add_argument_group("throughput")
+    g.add_argument("--files", type=int, help=f"CSV files {sizes('files')}")
+    g.add_argument("--rows", type=int, help=f"rows per file {sizes('rows')}")
+    g.add_argument("--seed", type=int, default=7, help="seed of the generated data (default 7)")
+    g.add_argument(
+        "--put-threads", type=int, default=8, help="concurrent S3 puts of the Floe run (default 8)"
+    )
+    g.add_argument(
+        "--data-dir", type=Path, help="where generated files are kept (default <state_dir>/bench/data)"
+    )
+    g = p.add_argument_group("latency")
+    g.add_argument("--slow-rate", type=float, help=f"files per second of the first wave {sizes('slow_rate')}")
+    g.add_argument("--slow-samples", type=int, help=f"files of the first wave {sizes('slow_samples')}")
+    g.add_argument(
+        "--fast-rate", type=float, help=f"files per second of the second wave {sizes('fast_rate')}"
+    )
+    g.add_argument("--fast-samples", type=int, help=f"files of the second wave {sizes('fast_samples')}")
+    g.add_argument("--latency-rows", type=int, help=f"rows per latency file {sizes('latency_rows')}")
+    g = p.add_argument_group("notifications and REST")
+    g.add_argument("--notifications", type=int, help=f"S3 event messages {sizes('notifications')}")
+    g.add_argument("--rest-seconds", type=float, help=f"seconds of insertFiles calls {sizes('rest_seconds')}")
+    g.add_argument(
+        "--rest-concurrency", type=int, help=f"concurrent REST clients {sizes('rest_concurrency')}"
+    )
+    g.add_argument("--rest-files", type=int, help=f"files per insertFiles call {sizes('rest_files')}")
+    g.add_argument(
+        "--overlap",
+        action=argparse.BooleanOptionalAction,
+        help="run the baselines while the Floe processes start, and the notifications and REST parts "
+        "while the Spark job warms up: much faster, but the parts then share the CPU, so the figures "
+        "only show that the harness works (smoke default on, full default off)",
+    )
+    g.add_argument(
+        "--warmup",
+        action=argparse.BooleanOptionalAction,
+        help="load two small files before the timed parts, so the Spark job's first micro-batches "
+        "are not timed (default on)",
+    )
+    g.add_argument(
+        "--peer-java-options",
+        metavar="OPTS",
+        help="spark.driver.extraJavaOptions of the Spark peer, as --peer-java-options='-X...' (full: "
+        "none; smoke: C1 JIT only and the serial GC, which save CPU on a run this short)",
+    )
+    g = p.add_argument_group("housekeeping")
+    g.add_argument(
+        "--keep", action="store_true", help="keep the run's state dir, buckets, queues and Redis keys"
+    )
+    g.add_argument(
+        "--fail-on-missed-targets",
+        action="store_true",
+        help="exit 2 when a measured figure misses its target",
+    )
+    return p
+
+
+def resolve(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill unset sizes from the smoke or full defaults."""
+    defaults = SMOKE if args.smoke else FULL
+    for key, value in defaults.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    return args
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    # SIGTERM takes the Ctrl-C path, so the Floe processes and services get stopped.
+    raise KeyboardInterrupt
+
+
+class Run:
+    """One benchmark run: its settings, processes, resources and result."""
+
+    def __init__(self, args: argparse.Namespace, settings: Settings, console: Console) -> None:
+        self.args = args
+        self.base = settings
+        self.console = console
+        self.parts: set[str] = args.only
+        bench_root = Path(settings.state_dir).absolute() / "bench"
+        self.run_dir = bench_root / f"run-{dt.datetime.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:4]}"
+        self.data_dir = args.data_dir or bench_root / "data"
+        self.settings = isolated_settings(settings, self.run_dir)
+        self.stack: FloeStack | None = None
+        self.launched = 0.0
+        self.peer_run: PeerRun | None = None
+        self.peer_collected = False
+        self.started_services: list[str] = []
+        self.warm_task: Any = None
+        self.resources = Resources(self.settings)
+        self.rates = [(args.slow_rate, args.slow_samples), (args.fast_rate, args.fast_samples)]
+        self.slow_label = f"{args.slow_rate:g}_per_s"
+        self.result: dict[str, Any] = {
+            "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "mode": "smoke" if args.smoke else "full",
+            "machine": machine(),
+            "versions": {},
+            "params": self.params(),
+            "figures": {},
+            "ratios": {},
+            "targets": {},
+            "errors": {},
+            "timings_s": {},
+        }
+        if args.overlap or args.peer_java_options:
+            self.result["note"] = (
+                "parts overlapped or the peer's JVM tuned for a short run: these figures show that the "
+                "harness works; compare only full runs"
+            )
+
+    def params(self) -> dict[str, Any]:
+        """What the run was asked to measure."""
+        a = self.args
+        return {
+            "parts": sorted(self.parts),
+            "throughput": {
+                "files": a.files,
+                "rows_per_file": a.rows,
+                "columns": "id NUMBER(18,0), amount NUMBER(12,2), name VARCHAR, day DATE, ts TIMESTAMP_NTZ, "
+                "flag BOOLEAN; every column cast from text",
+                "seed": a.seed,
+                "put_threads": a.put_threads,
+            },
+            "latency": {
+                "rates": [{"per_s": r, "samples": n} for r, n in self.rates],
+                "rows_per_file": a.latency_rows,
+            },
+            "notifications": {"files": a.notifications},
+            "rest": {
+                "seconds": a.rest_seconds,
+                "concurrency": a.rest_concurrency,
+                "files_per_call": a.rest_files,
+            },
+            "spark_master": self.base.pipeline.spark_master,
+            "pipeline_partitions": self.base.pipeline.partitions,
+            "overlap": a.overlap,
+            "warmup": a.warmup,
+            "peer_java_options": a.peer_java_options,
+        }
+
+    def phase(self, name: str, progress: Progress, fn: Any, *fargs: Any, **kwargs: Any) -> Any:
+        """Run one part; a failure is recorded and the run goes on with the next part."""
+        started = time.perf_counter()
+        try:
+            if name in STACK_PHASES and self.stack is not None:
+                self.stack.check()
+            value = fn(*fargs, **kwargs)
+            if name in STACK_PHASES and self.stack is not None:
+                self.stack.check()  # a process that died meanwhile makes the figure suspect
+        except Exception as exc:
+            self.result["errors"][name] = f"{type(exc).__name__}: {exc}"
+            progress.console.print(f"[red]✗ {name} failed:[/] {type(exc).__name__}: {exc}", markup=True)
+            return None
+        finally:
+            self.result["timings_s"][name] = round(time.perf_counter() - started, 2)
+        return value
+
+    def execute(self, progress: Progress) -> None:
+        """Every selected part, in an order that keeps them from competing for the CPU.
+
+        Without --overlap the baselines run first, alone, then the Floe processes start and each
+        Floe part runs alone. With it (the smoke run's default) the Spark peer and the limit run
+        while the Floe processes start, and the notifications and REST parts while the Spark job
+        loads its warm-up files: the run takes far less time, and its figures only show that the
+        harness works.
+        """
+        a = self.args
+        need_stack = bool(self.parts & {"floe", "latency", "notifications", "rest"})
+        dataset = self.dataset(progress) if self.parts & {"floe", "limit", "peer"} else None
+        if a.overlap and need_stack:
+            self.launch_stack()
+        if dataset is not None and "peer" in self.parts:
+            self.peer_run = self.new_peer(dataset).start()
+            if not a.overlap:
+                self.collect_peer(progress)
+        if dataset is not None and "limit" in self.parts:
+            self.limit(progress, dataset)
+        if need_stack:
+            if self.stack is None:
+                self.launch_stack()
+            warming = a.warmup and bool(self.parts & {"floe", "latency"})
+            warm: WarmUp | None = None
+            # The warm-up files go in as soon as the API and the consumer answer: the Spark job
+            # picks them up the moment its stream starts.
+            if warming and self.stack_ready(progress, ("api", "consumer")):
+                warm = self.start_warmup(progress)
+            if self.stack_ready(progress, FLOE_PROCESSES):
+                apart = ("notifications", "rest")  # the parts that leave the Spark job alone
+                if a.overlap:
+                    self.apart(progress, apart)
+                if not warming or self.finish_warmup(progress, warm):
+                    if dataset is not None and "floe" in self.parts:
+                        self.floe(progress, dataset)
+                    if "latency" in self.parts:
+                        self.latency(progress)
+                if not a.overlap:
+                    self.apart(progress, apart)
+        if self.peer_run is not None and not self.peer_collected:
+            self.collect_peer(progress)
+
+    def apart(self, progress: Progress, parts: tuple[str, ...]) -> None:
+        """The selected ones of the parts that leave the Spark job alone."""
+        if "notifications" in parts and "notifications" in self.parts:
+            self.notifications(progress)
+        if "rest" in parts and "rest" in self.parts:
+            self.rest(progress)
+
+    def dataset(self, progress: Progress) -> Dataset:
+        """The CSV files, generated on first use."""
+        a = self.args
+        task = progress.add_task("generating the data set", total=None)
+        dataset = ensure_dataset(self.data_dir, a.files, a.rows, a.seed)
+        progress.remove_task(task)
+        progress.console.print(
+            f"data set: {a.files} files x {a.rows:,} rows, {dataset.total_bytes / 1e6:.1f} MB "
+            f"in {dataset.directory}"
+        )
+        return dataset
+
+    def limit(self, progress: Progress, dataset: Dataset) -> None:
+        """The pyarrow baseline."""
+        task = progress.add_task("limit: pyarrow, 2 processes", total=None)
+        enc = self.settings.encryption
+        key = enc.resolve_master_key()
+        limit = self.phase(
+            "limit", progress, run_limit, dataset, self.run_dir / "limit", enc.master_key_id, key
+        )
+        progress.remove_task(task)
+        if limit:
+            self.result["figures"].setdefault("throughput", {})["limit"] = limit
+            progress.console.print(
+                f"[green]✓[/] limit: {limit['rows_per_s']:,.0f} rows/s ({limit['seconds']:.2f} s)"
+            )
+
+    def new_peer(self, dataset: Dataset) -> PeerRun:
+        """The Spark peer, not started yet."""
+        return PeerRun(
+            dataset,
+            self.run_dir / "peer",
+            driver_memory=self.base.pipeline.driver_memory,
+            java_options=self.args.peer_java_options,
+        )
+
+    def collect_peer(self, progress: Progress) -> None:
+        """Wait for the running Spark peer and record its figures."""
+        assert self.peer_run is not None
+        self.peer_collected = True
+        task = progress.add_task("peer: Spark readStream.csv, availableNow", total=None)
+        peer = self.phase("peer", progress, self.peer_run.wait)
+        progress.remove_task(task)
+        if peer:
+            self.result["figures"].setdefault("throughput", {})["peer"] = peer
+            progress.console.print(
+                f"[green]✓[/] peer: {peer['rows_per_s']:,.0f} rows/s ({peer['stream_s']:.2f} s stream, "
+                f"{peer['session_start_s']:.1f} s session start)"
+            )
+
+    def launch_stack(self) -> None:
+        """Start the Floe processes without waiting for them."""
+        self.stack = FloeStack(self.settings, self.console)
+        self.launched = time.perf_counter()
+        self.stack.launch_all()
+
+    def stack_ready(self, progress: Progress, names: tuple[str, ...]) -> bool:
+        """Wait for the named Floe processes; False when one did not become ready."""
+        assert self.stack is not None
+        if "stack" in self.result["errors"]:
+            return False
+        task = progress.add_task(f"waiting for floe {', '.join(names)}", total=None)
+        ready = self.phase("stack", progress, self.stack.wait_ready, names)
+        progress.remove_task(task)
+        if ready is None:
+            return False
+        if names == FLOE_PROCESSES:
+            self.result["timings_s"]["stack_ready"] = round(ready - self.launched, 2)
+            progress.console.print(
+                f"[green]✓[/] floe processes ready in {ready - self.launched:.1f} s (logs: {self.stack.logs})"
+            )
+        return True
+
+    def start_warmup(self, progress: Progress) -> WarmUp | None:
+        """Queue the warm-up files; None when that failed."""
+        assert self.stack is not None
+        warm = WarmUp(self.stack, self.resources)
+        self.warm_task = progress.add_task("warm-up: first micro-batches of the Spark job", total=None)
+        if self.phase("warmup", progress, warm.start) is None:
+            progress.remove_task(self.warm_task)
+            return None
+        return warm
+
+    def finish_warmup(self, progress: Progress, warm: WarmUp | None) -> bool:
+        """Wait until the warm-up files are loaded; False when they were not."""
+        if warm is None:
+            return False
+        seconds = self.phase("warmup_load", progress, warm.wait)
+        progress.remove_task(self.warm_task)
+        if seconds is None:
+            return False
+        progress.console.print(f"[green]✓[/] warm-up: {warm.files} small files loaded in {seconds:.1f} s")
+        return True
+
+    def floe(self, progress: Progress, dataset: Dataset) -> None:
+        """Floe end to end, with the memory of its processes sampled meanwhile."""
+        assert self.stack is not None
+        stack = self.stack
+        task = progress.add_task("floe: put → queryable", total=dataset.total_rows)
+
+        def on_progress(rows: int, files: int) -> None:
+            progress.update(
+                task, completed=rows, description=f"floe: put → queryable ({files} files committed)"
+            )
+
+        sessions = {name: stack.sid(name) for name in FLOE_PROCESSES}
+        with MemorySampler(sessions) as sampler:
+            floe = self.phase(
+                "floe",
+                progress,
+                run_floe,
+                stack,
+                self.resources,
+                dataset,
+                put_threads=self.args.put_threads,
+                on_progress=on_progress,
+            )
+        progress.remove_task(task)
+        self.result["figures"]["memory"] = sampler.result()
+        if floe:
+            self.result["figures"].setdefault("throughput", {})["floe"] = floe
+            progress.console.print(
+                f"[green]✓[/] floe: {floe['rows_per_s']:,.0f} rows/s ({floe['seconds']:.2f} s)"
+            )
+
+    def latency(self, progress: Progress) -> None:
+        """put → queryable and put → LOADED at the two rates."""
+        tasks: dict[str, Any] = {}
+
+        def on_progress(label: str, done: int, n: int) -> None:
+            if label not in tasks:
+                tasks[label] = progress.add_task(f"latency at {rate_text(label)}", total=n)
+            progress.update(tasks[label], completed=done)
+
+        latency = self.phase(
+            "latency",
+            progress,
+            run_latency,
+            self.stack,
+            self.resources,
+            self.rates,
+            rows_per_file=self.args.latency_rows,
+            on_progress=on_progress,
+        )
+        for t in tasks.values():
+            progress.remove_task(t)
+        if latency:
+            self.result["figures"]["latency"] = latency
+            for label, lat in latency.items():
+                q, ld = lat["put_to_queryable"], lat["put_to_loaded"]
+                progress.console.print(
+                    f"[green]✓[/] latency at {rate_text(label)}: queryable p50 {q['p50_s']:.2f} s "
+                    f"p99 {q['p99_s']:.2f} s; loaded p50 {ld['p50_s']:.2f} s p99 {ld['p99_s']:.2f} s"
+                )
+
+    def notifications(self, progress: Progress) -> None:
+        """The consumer's rate through dedup and enqueue."""
+        tasks: dict[str, Any] = {}
+
+        def on_progress(label: str, done: int, n: int) -> None:
+            if label not in tasks:
+                tasks[label] = progress.add_task(f"notifications: {label}", total=n)
+            progress.update(tasks[label], completed=done)
+
+        notes = self.phase(
+            "notifications",
+            progress,
+            run_notifications,
+            self.stack,
+            self.resources,
+            self.args.notifications,
+            on_progress=on_progress,
+        )
+        for t in tasks.values():
+            progress.remove_task(t)
+        if notes:
+            self.result["figures"]["notifications"] = notes
+            progress.console.print(
+                f"[green]✓[/] notifications: {notes['files_per_s']:,.0f} files/s ({notes['files']} files)"
+            )
+
+    def rest(self, progress: Progress) -> None:
+        """insertFiles calls per second and their p99 (bench/rest.py)."""
+        a = self.args
+        task = progress.add_task(f"rest: insertFiles for {a.rest_seconds:g} s", total=None)
+        result = self.phase(
+            "rest", progress, rest.run, self.settings, a.rest_seconds, a.rest_concurrency, a.rest_files
+        )
+        progress.remove_task(task)
+        if result:
+            self.result["figures"]["rest"] = result
+            progress.console.print(
+                f"[green]✓[/] rest: {result['calls_per_s']:,.0f} calls/s, p99 {result['p99_ms']:.1f} ms"
+            )
+
+    def shutdown(self, interrupted: bool) -> None:
+        """Stop the Floe processes and remove what the run created (unless --keep)."""
+        if self.peer_run is not None:
+            self.peer_run.kill()
+        if self.stack is not None:
+            if interrupted:
+                self.stack.kill_all()
+            else:
+                with self.console.status("stopping the floe processes…"):
+                    codes = self.stack.stop()
+                self.result["exit_codes"] = codes
+                bad = {k: v for k, v in codes.items() if v not in (0, None)}
+                if bad:
+                    self.console.print(
+                        f"[yellow]floe processes exited with {bad}[/] (logs: {self.stack.logs})"
+                    )
+        if self.args.keep:
+            self.console.print(
+                f"kept: {self.run_dir}, buckets {self.resources.buckets}, prefix {self.settings.redis.prefix}"
+            )
+            return
+        with self.console.status("removing the run's buckets, queues and keys…"):
+            problems = self.resources.clean()
+        for problem in problems:
+            self.console.print(f"[yellow]cleanup:[/] {problem}")
+        if self.result["errors"] or interrupted:
+            self.console.print(f"state and logs kept for a look: {self.run_dir}")
+        else:
+            remove_tree(self.run_dir)
+
+    def finish(self) -> int:
+        """Ratios, targets, the table and the JSON file; returns the exit code."""
+        r = self.result
+        r["ratios"] = ratios(r["figures"])
+        r["targets"] = evaluate(r, self.slow_label)
+        labels = [f"{rate:g}_per_s" for rate, _ in self.rates]
+        missing = missing_figures(r, self.parts, labels)
+        r["missing"] = missing
+        self.console.print(render(r, self.slow_label))
+        out: Path = self.args.out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(r, indent=2, default=str) + "\n")
+        self.console.print(f"written: {out}")
+        if r["errors"] or missing:
+            self.console.print(f"[red]missing figures:[/] {', '.join(missing) or '—'}")
+            return 1
+        if self.args.fail_on_missed_targets and any(t["met"] is False for t in r["targets"].values()):
+            return 2
+        return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m bench.run``; returns the exit code."""
+    args = resolve(build_parser().parse_args(argv))
+    # Piped output (make, CI logs) would otherwise be cut to 80 columns and wrap the table.
+    probe = Console()
+    console = Console(highlight=False, width=None if probe.is_terminal else 140)
+    settings = Settings()
+    signal.signal(signal.SIGTERM, _terminate)
+    wall = time.perf_counter()
+    try:
+        started_services = ensure_services(settings, console)
+    except StackError as exc:
+        console.print(f"[red]✗ cannot start LocalStack and Redis:[/] {exc}")
+        return 1
+    except KeyboardInterrupt:
+        console.print(
+            "[yellow]interrupted[/] while starting LocalStack and Redis (`make services-down` stops them)"
+        )
+        return 130
+    run = Run(args, settings, console)
+    run.started_services = started_services
+    # A stack from `make up` keeps running beside the benchmark's own processes; idle as it is, it
+    # still takes some CPU, so the result says it was there.
+    others = [p.name for p in stack_status(settings, FLOE_PROCESSES) if p.state in ("ready", "starting")]
+    run.result["other_floe_processes"] = others
+    if others:
+        console.print(
+            f"[yellow]note:[/] floe {', '.join(others)} of `make up` keep running beside the benchmark"
+        )
+    # `java -version` and the service probes take a moment; they run beside the parts.
+    with ThreadPoolExecutor(1, thread_name_prefix="bench-versions") as pool:
+        found = pool.submit(versions, settings)
+        interrupted = run_parts(run, console)
+        run.result["versions"] = found.result()
+    if interrupted:
+        return 130
+    run.result["timings_s"]["total"] = round(time.perf_counter() - wall, 2)
+    return run.finish()
+
+
+def run_parts(run: Run, console: Console) -> bool:
+    """Run the parts with a progress display, then stop and clean up; True when interrupted."""
+    interrupted = False
+    try:
+        columns = (
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+        )
+        with Progress(*columns, console=console, transient=True, refresh_per_second=4) as progress:
+            run.execute(progress)
+    except KeyboardInterrupt:
+        interrupted = True
+        console.print("[yellow]interrupted[/]; stopping what the benchmark started")
+    finally:
+        # A second Ctrl-C must not leave processes or services behind half-stopped.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            run.shutdown(interrupted)
+        finally:
+            if run.started_services:
+                stop(run.started_services, run.base, console)
+    return interrupted
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""Floe's end-to-end throughput: put the data set into a stage bucket and time until it is queryable.
+
+The path measured is the whole of auto-ingest: S3 put, LocalStack's event to SQS, the consumer's
+dedup and enqueue, the Spark job (read, COPY transform with casts, encrypted blobs) and the
+registrar's commit. The clock starts at the first put and stops when ``SELECT COUNT(*)`` through
+the API returns every row. The file states in Redis then tell where the time went.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import redis
+
+from bench.dataset import FLOE_SELECT, TABLE_COLUMNS_SQL, Dataset, csv_text
+from bench.harness import BenchError, FloeStack, Resources, SqlClient, unique, wait_for
+from floe.catalog import Catalog, Pipe
+from floe.history import FileState, read_states
+from floe.keys import Keys
+
+POLL_S = 0.1
+COUNT_EVERY_S = 0.5
+
+
+def create_pipe(
+    stack: FloeStack, bucket: str, tag: str, *, extra_columns: str = "", extra_select: str = ""
+) -> Pipe:
+    """A stage on ``s3://bucket/in/``, the benchmark table and an auto-ingest pipe with the casts."""
+    stage, table, pipe = unique(f"bench_{tag}_st_"), unique(f"bench_{tag}_t_"), unique(f"bench_{tag}_p_")
+    columns = TABLE_COLUMNS_SQL[:-1] + extra_columns + ")"
+    stack.sql(f"CREATE STAGE {stage} URL = 's3://{bucket}/in/' FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)")
+    stack.sql(f"CREATE TABLE {table} {columns}")
+    stack.sql(
+        f"CREATE PIPE {pipe} AUTO_INGEST = TRUE AS COPY INTO {table} "
+        f"FROM (SELECT {FLOE_SELECT}{extra_select} FROM @{stage})"
+    )
+    return pipe_model(stack, pipe)
+
+
+def pipe_model(stack: FloeStack, name: str) -> Pipe:
+    """The catalog's record of a pipe (its id names its Redis keys)."""
+    s = stack.settings
+    catalog = Catalog(redis.Redis.from_url(s.redis.url), Keys(s.redis.prefix))
+    return catalog.get(Pipe, f"{s.database}.{s.schema_name}.{name.upper()}")
+
+
+def table_name(pipe: Pipe) -> str:
+    """The pipe's target table, unqualified (the benchmark uses the default schema)."""
+    return pipe.copy_spec.table.split(".")[-1]
+
+
+def states(stack: FloeStack, pipe: Pipe) -> list[FileState]:
+    """Every file state of the pipe."""
+    s = stack.settings
+    return read_states(redis.Redis.from_url(s.redis.url), Keys(s.redis.prefix), pipe.id)
+
+
+def run_floe(
+    stack: FloeStack,
+    resources: Resources,
+    dataset: Dataset,
+    *,
+    put_threads: int = 8,
+    timeout_s: float | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Load the data set through Floe; returns the figures. ``on_progress(rows_visible, files_done)``."""
+    bucket = resources.bucket("bench-tp-")
+    pipe = create_pipe(stack, bucket, "tp")
+    table = table_name(pipe)
+    bodies = [(f"in/{p.name}", p.read_bytes()) for p in dataset.paths]
+    s3 = resources.s3
+    client = redis.Redis.from_url(stack.settings.redis.url)
+    keys = Keys(stack.settings.redis.prefix)
+    total = dataset.total_rows
+    timeout_s = timeout_s or max(300.0, total / 5_000)
+    put_done: list[float] = []
+
+    def put(item: tuple[str, bytes]) -> None:
+        s3.put_object(Bucket=bucket, Key=item[0], Body=item[1])
+        put_done.append(time.perf_counter())
+
+    poll = SqlClient(stack.settings)
+    wall0 = time.time()
+    t0 = time.perf_counter()
+    with poll, ThreadPoolExecutor(put_threads, thread_name_prefix="bench-put") as pool:
+        futures = [pool.submit(put, item) for item in bodies]
+        visible = 0
+        next_count = t0
+        end: float | None = None
+        while end is None:
+            now = time.perf_counter()
+            if now - t0 > timeout_s:
+                raise BenchError(
+                    f"Floe throughput: {visible} of {total} rows visible after {timeout_s:.0f} s "
+                    f"(pipeline log tail:\n{stack.log_tail('pipeline')})"
+                )
+            for f in [f for f in futures if f.done()]:
+                f.result()  # a failed put ends the part with its error
+            received = int(client.zcard(keys.history(pipe.id)))
+            pending = int(client.xlen(keys.queue(pipe.id)))
+            committed = max(0, received - pending)
+            # The COUNT(*) answers from the same committed blobs the registrar published; asking it
+            # twice a second keeps the API's blob cache warm, as a user's queries would, at little CPU.
+            if now >= next_count or committed >= len(bodies):
+                visible = int(poll.sql(f"SELECT COUNT(*) AS n FROM {table}")[0]["N"])
+                next_count = time.perf_counter() + COUNT_EVERY_S
+                if visible >= total:
+                    end = time.perf_counter()
+                    break
+            if on_progress is not None:
+                on_progress(visible, committed)
+            time.sleep(POLL_S)
+    elapsed = end - t0
+    if visible != total:
+        raise BenchError(f"Floe throughput: the table holds {visible} rows, expected {total}")
+    files = states(stack, pipe)
+    bad = [f.path for f in files if f.status != "LOADED"]
+    if len(files) != dataset.files or bad:
+        raise BenchError(f"Floe throughput: {len(files)} file states, not LOADED: {bad[:5]}")
+    received_ms = [f.received_ms for f in files]
+    loaded_ms = [f.loaded_ms or 0 for f in files]
+    start_ms = wall0 * 1000
+    return {
+        "rows": total,
+        "files": dataset.files,
+        "seconds": elapsed,
+        "rows_per_s": total / elapsed,
+        "mb_per_s": dataset.total_bytes / 1e6 / elapsed,
+        "breakdown_s": {
+            "puts_done": max(put_done) - t0,
+            "first_notification": (min(received_ms) - start_ms) / 1000,
+            "last_notification": (max(received_ms) - start_ms) / 1000,
+            "first_commit": (min(loaded_ms) - start_ms) / 1000,
+            "last_commit": (max(loaded_ms) - start_ms) / 1000,
+            "queryable": elapsed,
+        },
+        "put_threads": put_threads,
+    }
+
+
+class WarmUp:
+    """A few small files loaded through a pipe of their own before the timed parts.
+
+    The first micro-batches after the Spark job starts pay for starting PySpark's Python daemons
+    and importing the loader into them; a running Floe has paid that long before, so the timed
+    parts start on a warm job (one file per task, so every worker is warmed). ``start`` returns
+    once the consumer has queued the files, so parts that leave the Spark job alone can run while
+    it loads them.
+    """
+
+    def __init__(self, stack: FloeStack, resources: Resources, files: int = 2) -> None:
+        self.stack = stack
+        self.resources = resources
+        self.files = files
+        self.started = 0.0
+        self.pipe: Pipe | None = None
+
+    def start(self, timeout_s: float = 120.0) -> WarmUp:
+        """Put the files and wait until they are queued for the Spark job."""
+        bucket = self.resources.bucket("bench-warm-")
+        self.pipe = pipe = create_pipe(self.stack, bucket, "warm")
+        self.started = time.perf_counter()
+        for i in range(self.files):
+            body = csv_text(i, 10).encode()
+            self.resources.s3.put_object(Bucket=bucket, Key=f"in/warm{i}.csv", Body=body)
+        wait_for(
+            lambda: len(states(self.stack, pipe)) >= self.files, timeout_s, "the warm-up files to queue", 0.05
+        )
+        return self
+
+    def wait(self, timeout_s: float = 300.0) -> float:
+        """Wait until the files are queryable; returns the seconds since the first put."""
+        assert self.pipe is not None, "start() first"
+        pipe, table = self.pipe, table_name(self.pipe)
+
+        def loaded() -> bool:
+            done = [f for f in states(self.stack, pipe) if f.status != "LOAD_IN_PROGRESS"]
+            if len(done) < self.files:
+                return False
+            return int(self.stack.sql(f"SELECT COUNT(*) AS n FROM {table}")[0]["N"]) == self.files * 10
+
+        wait_for(loaded, timeout_s, "the warm-up files to load", 0.1)
+        return time.perf_counter() - self.started
