@@ -15,6 +15,7 @@ batches early, which only moves them from the consumer's receive step into the w
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as dt
 import hashlib
@@ -27,11 +28,14 @@ from typing import Any
 from urllib.parse import quote_plus
 
 import redis
+from aiobotocore.session import get_session
 
 from bench.harness import BenchError, FloeStack, Resources, kill_group, wait_for
 from bench.throughput import create_pipe
 from floe.aws import client as aws_client
+from floe.aws import client_kwargs
 from floe.keys import Keys
+from floe.settings import Settings
 
 
 def s3_event(bucket: str, key: str, size: int, region: str, when: dt.datetime) -> str:
@@ -140,6 +144,11 @@ def run_notifications(
     t2 = time.perf_counter()
     if enqueued != count:
         raise BenchError(f"the consumer enqueued {enqueued} files, expected {count}")
+    kill_group(consumer, signal.SIGSTOP)
+    try:
+        ceiling = queue_ceiling(sqs, url, bodies, s.consumer.concurrency, stack.settings)
+    finally:
+        kill_group(consumer, signal.SIGCONT)
     return {
         "files": count,
         "seconds": t1 - t0,
@@ -148,4 +157,50 @@ def run_notifications(
         "files_per_s_until_queue_empty": count / (t2 - t0),
         "consumer_pollers": s.consumer.concurrency,
         "files_per_message": 1,
+        "sqs_ceiling_files_per_s": ceiling,
+        "consumer_over_sqs_ceiling": (count / (t2 - t0)) / ceiling if ceiling else None,
     }
+
+
+def queue_ceiling(sqs: Any, url: str, bodies: list[str], pollers: int, settings: Settings) -> float:
+    """Messages per second a bare loop receives and deletes from this queue (no Floe work), with
+    as many pollers as the consumer: the queue's own limit, measured in the same run.
+
+    One S3 event per message means one receive per 10 files and one delete per 10 files, whatever
+    the consumer does; against LocalStack that, not the Redis step, is what bounds the figure.
+    """
+    with ThreadPoolExecutor(8, thread_name_prefix="bench-sqs-send") as pool:
+        list(
+            pool.map(
+                lambda i: sqs.send_message_batch(
+                    QueueUrl=url,
+                    Entries=[{"Id": str(k), "MessageBody": b} for k, b in enumerate(bodies[i : i + 10])],
+                ),
+                range(0, len(bodies), 10),
+            )
+        )
+    wait_for(lambda: _queue_depth(sqs, url) >= len(bodies), 60, "the ceiling run's messages", 0.2)
+
+    async def drain() -> float:
+        done = 0
+        async with get_session().create_client("sqs", **client_kwargs(settings.aws)) as client:
+
+            async def poll() -> None:
+                nonlocal done
+                while done < len(bodies):
+                    resp = await client.receive_message(
+                        QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+                    )
+                    messages = resp.get("Messages", [])
+                    if messages:
+                        entries = [
+                            {"Id": m["MessageId"], "ReceiptHandle": m["ReceiptHandle"]} for m in messages
+                        ]
+                        await client.delete_message_batch(QueueUrl=url, Entries=entries)
+                        done += len(messages)
+
+            started = time.perf_counter()
+            await asyncio.gather(*(poll() for _ in range(pollers)))
+            return len(bodies) / (time.perf_counter() - started)
+
+    return asyncio.run(drain())

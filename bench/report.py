@@ -298,6 +298,16 @@ def table_rows(result: dict[str, Any], slow_label: str) -> list[tuple[str, str, 
             "notifications_files_per_s",
             lambda v: _num(v, ",.0f", " files/s"),
         )
+        n = f["notifications"]
+        if n.get("sqs_ceiling_files_per_s"):
+            rows.append(
+                (
+                    "  SQS receive + delete alone (same queue, same pollers)",
+                    _num(n["sqs_ceiling_files_per_s"], ",.0f", " files/s"),
+                    f"consumer / ceiling {_num(n.get('consumer_over_sqs_ceiling'), '.2f')}",
+                    "",
+                )
+            )
     if "rest" in f:
         target_row(
             "REST insertFiles (100 files each)", "rest_calls_per_s", lambda v: _num(v, ",.0f", " calls/s")

@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -384,7 +384,11 @@ def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> I
         loaded: list[str] = []
         out: list[dict[str, Any]] = []
         ordered = sorted(rows, key=lambda r: r["path"])
-        for index, (row, fetched) in enumerate(zip(ordered, _prefetched(w, pipe, ordered), strict=True)):
+        clock = _TaskClock()
+        fetches = _prefetched(w, pipe, ordered)
+        for index, row in enumerate(ordered):
+            with clock.waiting():
+                fetched = next(fetches)
             if isinstance(fetched, Streamed):
                 data = None
                 streamed, record = stream_file(w, ctx, pipe, table, row, index, fetched.size)
@@ -392,19 +396,59 @@ def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> I
             elif isinstance(fetched, dict):
                 data, record = None, fetched
             else:
-                data, record = transform_file(w, pipe, table, row["path"], fetched)
+                with clock.working():
+                    data, record = transform_file(w, pipe, table, row["path"], fetched)
             record.update(path=row["path"], stream_id=row["stream_id"])
             out.append({"kind": "file", "pipe_id": pipe_id, "payload": json.dumps(record)})
             if data is not None:
                 pieces.append(data)
                 loaded.append(row["path"])
         if pieces:
-            name = blob_name(pipe, table, ctx.query_id, ctx.batch_id, part)
-            combined = pa.concat_tables(pieces).cast(arrow_schema(table))
-            path = f"{w.settings.pipeline.tables_bucket}/{name}"
-            meta = write_blob(combined, w.fs, path, w.crypto, name=name, files=loaded)
-            out.append(_blob_row(pipe_id, meta))
+            with clock.writing():
+                name = blob_name(pipe, table, ctx.query_id, ctx.batch_id, part)
+                combined = pa.concat_tables(pieces).cast(arrow_schema(table))
+                path = f"{w.settings.pipeline.tables_bucket}/{name}"
+                meta = write_blob(combined, w.fs, path, w.crypto, name=name, files=loaded)
+                out.append(_blob_row(pipe_id, meta))
+        log.info(
+            "batch %d task %d: %d files, %.2f s waiting for S3, %.2f s parsing and transforming, "
+            "%.2f s writing the blob",
+            ctx.batch_id,
+            part,
+            len(ordered),
+            clock.wait,
+            clock.work,
+            clock.write,
+            extra={"pipe": pipe.name, "batch": ctx.batch_id},
+        )
         yield pa.RecordBatch.from_pylist(out, schema=_OUT_ARROW)
+
+
+class _TaskClock:
+    """Where a task's time goes (logged per task: the first thing to read when a batch is slow)."""
+
+    def __init__(self) -> None:
+        self.wait = self.work = self.write = 0.0
+
+    @contextmanager
+    def _timed(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            setattr(self, name, getattr(self, name) + time.perf_counter() - started)
+
+    def waiting(self) -> AbstractContextManager[None]:
+        """Time spent waiting for a staged file's bytes."""
+        return self._timed("wait")
+
+    def working(self) -> AbstractContextManager[None]:
+        """Time spent parsing and transforming."""
+        return self._timed("work")
+
+    def writing(self) -> AbstractContextManager[None]:
+        """Time spent writing the task's blob."""
+        return self._timed("write")
 
 
 def _blob_row(pipe_id: str, meta: BlobMeta) -> dict[str, Any]:
