@@ -144,11 +144,7 @@ def run_notifications(
     t2 = time.perf_counter()
     if enqueued != count:
         raise BenchError(f"the consumer enqueued {enqueued} files, expected {count}")
-    kill_group(consumer, signal.SIGSTOP)
-    try:
-        ceiling = queue_ceiling(sqs, url, bodies, s.consumer.concurrency, stack.settings)
-    finally:
-        kill_group(consumer, signal.SIGCONT)
+    ceiling = queue_ceiling(sqs, bodies, s.consumer.concurrency, stack.settings)
     return {
         "files": count,
         "seconds": t1 - t0,
@@ -162,13 +158,23 @@ def run_notifications(
     }
 
 
-def queue_ceiling(sqs: Any, url: str, bodies: list[str], pollers: int, settings: Settings) -> float:
-    """Messages per second a bare loop receives and deletes from this queue (no Floe work), with
-    as many pollers as the consumer: the queue's own limit, measured in the same run.
+def queue_ceiling(sqs: Any, bodies: list[str], pollers: int, settings: Settings) -> float:
+    """Messages per second a bare loop receives and deletes (no Floe work) from a fresh queue of
+    the same messages, with as many pollers as the consumer: the queue's own limit, measured in
+    the same run. (Not the consumer's queue: a frozen consumer's open long polls would hide
+    messages from the loop for a visibility timeout.)
 
     One S3 event per message means one receive per 10 files and one delete per 10 files, whatever
     the consumer does; against LocalStack that, not the Redis step, is what bounds the figure.
     """
+    url = sqs.create_queue(QueueName=f"bench-ceiling-{time.time_ns()}")["QueueUrl"]
+    try:
+        return _drain_rate(sqs, url, bodies, pollers, settings)
+    finally:
+        sqs.delete_queue(QueueUrl=url)
+
+
+def _drain_rate(sqs: Any, url: str, bodies: list[str], pollers: int, settings: Settings) -> float:
     with ThreadPoolExecutor(8, thread_name_prefix="bench-sqs-send") as pool:
         list(
             pool.map(

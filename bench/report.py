@@ -302,7 +302,7 @@ def table_rows(result: dict[str, Any], slow_label: str) -> list[tuple[str, str, 
         if n.get("sqs_ceiling_files_per_s"):
             rows.append(
                 (
-                    "  SQS receive + delete alone (same queue, same pollers)",
+                    "  SQS receive + delete alone (same messages and pollers)",
                     _num(n["sqs_ceiling_files_per_s"], ",.0f", " files/s"),
                     f"consumer / ceiling {_num(n.get('consumer_over_sqs_ceiling'), '.2f')}",
                     "",
