@@ -95,11 +95,11 @@ test: deps lint ## lint, every test but the volume ones, then a smoke run of the
 	trap '$(STACK) services-down --recorded "$$record"' EXIT; trap 'exit 130' INT TERM; \
 	$(VENV)/bin/pytest -m "not volume" tests && $(PY) -m bench.run --smoke
 
-chaos: deps ## run the fault-injection tests (kills and restarts) and the volume test
+chaos: deps ## run the fault-injection tests (kills and restarts) and the volume tests (-rP: their printed figures)
 	@record="$(STATE_DIR)/run/chaos-services.txt"; \
 	$(STACK) services-up --record "$$record" || exit $$?; \
 	trap '$(STACK) services-down --recorded "$$record"' EXIT; trap 'exit 130' INT TERM; \
-	$(VENV)/bin/pytest -m chaos tests
+	$(VENV)/bin/pytest -m chaos -rP tests
 
 # mypy gets only the packages that have Python files yet (it fails on an empty directory).
 lint: deps ## ruff check, ruff format --check, mypy

@@ -51,12 +51,16 @@ def upload(s3: Any, path: Path, bucket: str, key: str) -> None:
     )
 
 
-class GroupRss:
-    """Samples the summed resident size of every process in one process group (the Spark job's
-    driver, JVM and Python workers) until stopped; ``peak`` is the largest sum seen."""
+class SessionRss:
+    """Samples the summed resident size of every process in one session (the Spark job's driver,
+    JVM and Python workers) until stopped; ``peak`` is the largest sum seen.
 
-    def __init__(self, pgid: int, interval: float = 0.2) -> None:
-        self.pgid = pgid
+    By session, not process group: PySpark's worker daemon moves itself and the workers it forks
+    into a process group of their own, within the job's session.
+    """
+
+    def __init__(self, sid: int, interval: float = 0.2) -> None:
+        self.sid = sid
         self.interval = interval
         self.peak = 0
         self.peak_single = 0
@@ -69,7 +73,7 @@ class GroupRss:
             if not entry.name.isdigit():
                 continue
             try:
-                if os.getpgid(int(entry.name)) != self.pgid:
+                if os.getsid(int(entry.name)) != self.sid:
                     continue
                 with open(f"/proc/{entry.name}/status") as f:
                     rss = next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:")), 0)
@@ -84,7 +88,7 @@ class GroupRss:
             self.peak = max(self.peak, self.sample())
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> GroupRss:
+    def __enter__(self) -> SessionRss:
         self._thread.start()
         return self
 
@@ -150,7 +154,7 @@ def test_two_gigabyte_csv_loads_with_bounded_memory(
     path = tmp_path / "two-gigabytes.csv"
     records = write_csv(path, 2048 * MB)
     size = path.stat().st_size
-    probe = GroupRss(stack.procs["pipeline"].pid)
+    probe = SessionRss(stack.procs["pipeline"].pid)  # started with start_new_session
     idle = probe.sample()
     started = time.monotonic()
     with probe:
