@@ -11,7 +11,6 @@ another stack on the same services.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -54,22 +53,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def settings_env(settings: Settings) -> dict[str, str]:
-    """The FLOE_ environment that reproduces these settings in a child process."""
-    env: dict[str, str] = {}
-
-    def walk(prefix: str, data: dict[str, Any]) -> None:
-        for key, value in data.items():
-            name = f"{prefix}{key.upper()}"
-            if isinstance(value, dict):
-                walk(f"{name}__", value)
-            elif value is not None:
-                env[name] = str(value).lower() if isinstance(value, bool) else str(value)
-
-    walk("FLOE_", json.loads(settings.worker_json()))
-    return env
 
 
 def isolated_settings(base: Settings, run_dir: Path) -> Settings:
@@ -154,7 +137,7 @@ class FloeStack:
         self.logs.mkdir(parents=True, exist_ok=True)
         settings.encryption.resolve_master_key()  # the key file exists before any process reads it
         base = {k: v for k, v in os.environ.items() if not k.startswith("FLOE_")}
-        self.env = {**base, **settings_env(settings), "PYSPARK_PYTHON": sys.executable}
+        self.env = {**base, **settings.child_env(), "PYSPARK_PYTHON": sys.executable}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def _ready_file(self, name: str) -> Path:

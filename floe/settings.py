@@ -10,6 +10,7 @@ import base64
 import json
 import secrets
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -204,6 +205,21 @@ class Settings(BaseSettings):
         key = self.encryption.master_key
         dumped["encryption"]["master_key"] = key.get_secret_value() if key is not None else None
         return json.dumps(dumped)
+
+    def child_env(self) -> dict[str, str]:
+        """The FLOE_ environment variables that reproduce these settings in a child process."""
+        env: dict[str, str] = {}
+
+        def walk(prefix: str, data: dict[str, Any]) -> None:
+            for key, value in data.items():
+                name = f"{prefix}{key.upper()}"
+                if isinstance(value, dict):
+                    walk(f"{name}__", value)
+                elif value is not None:
+                    env[name] = str(value).lower() if isinstance(value, bool) else str(value)
+
+        walk("FLOE_", json.loads(self.worker_json()))
+        return env
 
     @property
     def retention_seconds(self) -> int:

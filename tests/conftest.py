@@ -7,7 +7,6 @@ its own stage bucket and object names, so runs never see each other's state.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -41,22 +40,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def settings_env(settings: Settings) -> dict[str, str]:
-    """The FLOE_ environment that reproduces these settings in a child process."""
-    env: dict[str, str] = {}
-
-    def walk(prefix: str, data: dict[str, Any]) -> None:
-        for key, value in data.items():
-            name = f"{prefix}{key.upper()}"
-            if isinstance(value, dict):
-                walk(f"{name}__", value)
-            elif value is not None:
-                env[name] = str(value).lower() if isinstance(value, bool) else str(value)
-
-    walk("FLOE_", json.loads(settings.worker_json()))
-    return env
 
 
 @pytest.fixture(scope="session")
@@ -221,7 +204,7 @@ def stack(services: Settings, tmp_path_factory: pytest.TempPathFactory) -> Itera
         deep=True,
     )
     settings.encryption.resolve_master_key()  # create the key file before the processes read it
-    env = {**os.environ, **settings_env(settings), "PYSPARK_PYTHON": sys.executable}
+    env = {**os.environ, **settings.child_env(), "PYSPARK_PYTHON": sys.executable}
     logs = state / "logs"
     logs.mkdir()
     st = Stack(settings, env, {}, logs)

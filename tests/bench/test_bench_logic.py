@@ -14,7 +14,7 @@ import pyarrow.csv as pacsv
 import pytest
 
 from bench.dataset import CSV_COLUMNS, csv_text, ensure_dataset, target_schema
-from bench.harness import isolated_settings, settings_env
+from bench.harness import isolated_settings
 from bench.latency import percentile, summary
 from bench.memory import parse_kib, parse_stat_session
 from bench.notifications import s3_event
@@ -155,6 +155,6 @@ def test_isolated_settings_survive_the_trip_through_the_environment(
     assert mine.pipeline.tables_bucket != base.pipeline.tables_bucket
     assert mine.api.host == "127.0.0.1" and mine.api.port != base.api.port
     assert mine.state_dir == str(tmp_path / "run")
-    for name, value in settings_env(mine).items():
+    for name, value in mine.child_env().items():
         monkeypatch.setenv(name, value)
     assert Settings().model_dump() == mine.model_dump()
