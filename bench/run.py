@@ -35,7 +35,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType
@@ -211,6 +211,26 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
 def _terminate(signum: int, frame: FrameType | None) -> None:
     # SIGTERM takes the Ctrl-C path, so the Floe processes and services get stopped.
     raise KeyboardInterrupt
+
+
+class _Bars:
+    """One progress bar per label a part reports (``update`` is the part's on_progress)."""
+
+    def __init__(self, progress: Progress, title: Callable[[str], str]) -> None:
+        self.progress = progress
+        self.title = title
+        self.tasks: dict[str, Any] = {}
+
+    def update(self, label: str, done: int, n: int) -> None:
+        """Advance (or start) the bar of ``label``."""
+        if label not in self.tasks:
+            self.tasks[label] = self.progress.add_task(self.title(label), total=n)
+        self.progress.update(self.tasks[label], completed=done)
+
+    def close(self) -> None:
+        """Remove every bar."""
+        for task in self.tasks.values():
+            self.progress.remove_task(task)
 
 
 class Run:
@@ -476,12 +496,7 @@ class Run:
 
     def latency(self, progress: Progress) -> None:
         """put → queryable and put → LOADED at the two rates."""
-        tasks: dict[str, Any] = {}
-
-        def on_progress(label: str, done: int, n: int) -> None:
-            if label not in tasks:
-                tasks[label] = progress.add_task(f"latency at {rate_text(label)}", total=n)
-            progress.update(tasks[label], completed=done)
+        bars = _Bars(progress, lambda label: f"latency at {rate_text(label)}")
 
         latency = self.phase(
             "latency",
@@ -491,10 +506,9 @@ class Run:
             self.resources,
             self.rates,
             rows_per_file=self.args.latency_rows,
-            on_progress=on_progress,
+            on_progress=bars.update,
         )
-        for t in tasks.values():
-            progress.remove_task(t)
+        bars.close()
         if latency:
             self.result["figures"]["latency"] = latency
             for label, lat in latency.items():
@@ -506,12 +520,7 @@ class Run:
 
     def notifications(self, progress: Progress) -> None:
         """The consumer's rate through dedup and enqueue."""
-        tasks: dict[str, Any] = {}
-
-        def on_progress(label: str, done: int, n: int) -> None:
-            if label not in tasks:
-                tasks[label] = progress.add_task(f"notifications: {label}", total=n)
-            progress.update(tasks[label], completed=done)
+        bars = _Bars(progress, lambda label: f"notifications: {label}")
 
         notes = self.phase(
             "notifications",
@@ -520,10 +529,9 @@ class Run:
             self.stack,
             self.resources,
             self.args.notifications,
-            on_progress=on_progress,
+            on_progress=bars.update,
         )
-        for t in tasks.values():
-            progress.remove_task(t)
+        bars.close()
         if notes:
             self.result["figures"]["notifications"] = notes
             progress.console.print(

@@ -135,22 +135,28 @@ class BatchProcessor:
     ) -> None:
         commits: dict[str, PipeCommit] = {}
         now = now_ms()
+        received = {(r["pipe_id"], r["path"]): r["received_ms"] for rows in by_pipe.values() for r in rows}
+        pipes = {pipe_id: self.catalog.pipe_by_id(pipe_id) for pipe_id in by_pipe}
+        files: list[tuple[str, dict[str, Any]]] = []
         for row in results:
             payload = json.loads(row["payload"])
             c = commits.setdefault(row["pipe_id"], PipeCommit(row["pipe_id"]))
             if row["kind"] == "blob":
                 c.blobs.append(payload)
-                continue
-            old = self.redis.get(self.keys.file(row["pipe_id"], payload["path"]))
-            received = next(r["received_ms"] for r in by_pipe[row["pipe_id"]] if r["path"] == payload["path"])
-            pipe = self.catalog.pipe_by_id(row["pipe_id"])
+            else:
+                files.append((row["pipe_id"], payload))
+        # One round trip for every file's current state, not one per file.
+        olds = self.redis.mget([self.keys.file(pipe_id, p["path"]) for pipe_id, p in files]) if files else []
+        for (pipe_id, payload), old in zip(files, olds, strict=True):
+            c = commits[pipe_id]
+            pipe = pipes.get(pipe_id)
             state = (
                 FileState.model_validate_json(old)
                 if old
                 else FileState(
                     path=payload["path"],
                     stage_location=pipe.stage_url if pipe else "",
-                    received_ms=received,
+                    received_ms=received[(pipe_id, payload["path"])],
                 )
             )
             update = {k: payload.get(k) for k in _STATE_FIELDS if k in payload}
@@ -159,7 +165,7 @@ class BatchProcessor:
                 update["size"] = payload["size"]
             c.files.append((state.model_copy(update=update), payload["stream_id"]))
             extra = {
-                "pipe": pipe.name if pipe else row["pipe_id"],
+                "pipe": pipe.name if pipe else pipe_id,
                 "file": payload["path"],
                 "batch": batch_id,
             }

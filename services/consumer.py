@@ -43,16 +43,6 @@ class Consumer:
         self.faults = Faults(settings.faults)
         self.handled = 0
 
-    def handle_body(self, body: str) -> int:
-        """Dedup and enqueue the files of one message; returns files newly enqueued.
-
-        Raises MalformedMessage for poison messages and TransientError when Redis is unavailable.
-        """
-        outcome = self.handle_bodies([body])[0]
-        if isinstance(outcome, MalformedMessage):
-            raise outcome
-        return outcome
-
     def handle_bodies(self, bodies: list[str]) -> list[int | MalformedMessage]:
         """Dedup and enqueue the files of a received batch of messages, in one Redis step per pipe.
 

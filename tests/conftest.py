@@ -9,11 +9,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,24 +20,13 @@ from typing import Any
 import pytest
 import redis
 
+from bench.harness import free_port, unique
 from floe.aws import client as aws_client
 from floe.client import records, run_sql
 from floe.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
-
-
-def unique(prefix: str) -> str:
-    """A random lower-case name (valid as an S3 bucket, SQS queue or SQL identifier)."""
-    return f"{prefix}{uuid.uuid4().hex[:10]}"
-
-
-def free_port() -> int:
-    """A free TCP port on loopback."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
