@@ -330,7 +330,7 @@ class Resources:
         except Exception as exc:
             problems.append(f"queues: {exc}")
         try:
-            client = redis.Redis.from_url(self.settings.redis.url)
+            client = self.settings.redis.client()
             batch: list[bytes] = []
             for key in client.scan_iter(match=f"{self.settings.redis.prefix}:*", count=5000):
                 batch.append(key)

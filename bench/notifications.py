@@ -92,7 +92,7 @@ def run_notifications(
     stack.sql(f"ALTER PIPE {pipe.name.split('.')[-1]} SET PIPE_EXECUTION_PAUSED = TRUE")
     sqs = aws_client(s.aws, "sqs")
     url = sqs.get_queue_url(QueueName=s.consumer.queue_name)["QueueUrl"]
-    client = redis.Redis.from_url(s.redis.url)
+    client = s.redis.client()
     queue_key = Keys(s.redis.prefix).queue(pipe.id)
 
     consumer = stack.sid("consumer")

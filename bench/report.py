@@ -186,7 +186,7 @@ def _localstack_version(settings: Settings) -> str | None:
 
 def _redis_version(settings: Settings) -> str | None:
     with contextlib.suppress(redis.RedisError, OSError):
-        info = redis.Redis.from_url(settings.redis.url, socket_timeout=2).info("server")
+        info = settings.redis.client(socket_timeout=2).info("server")
         return str(info.get("redis_version"))
     return None
 

@@ -43,7 +43,7 @@ def create_pipe(
 def pipe_model(stack: FloeStack, name: str) -> Pipe:
     """The catalog's record of a pipe (its id names its Redis keys)."""
     s = stack.settings
-    catalog = Catalog(redis.Redis.from_url(s.redis.url), Keys(s.redis.prefix))
+    catalog = Catalog(s.redis.client(), Keys(s.redis.prefix))
     return catalog.get(Pipe, f"{s.database}.{s.schema_name}.{name.upper()}")
 
 
@@ -55,7 +55,7 @@ def table_name(pipe: Pipe) -> str:
 def states(stack: FloeStack, pipe: Pipe) -> list[FileState]:
     """Every file state of the pipe."""
     s = stack.settings
-    return read_states(redis.Redis.from_url(s.redis.url), Keys(s.redis.prefix), pipe.id)
+    return read_states(s.redis.client(), Keys(s.redis.prefix), pipe.id)
 
 
 def run_floe(
@@ -73,7 +73,7 @@ def run_floe(
     table = table_name(pipe)
     bodies = [(f"in/{p.name}", p.read_bytes()) for p in dataset.paths]
     s3 = resources.s3
-    client = redis.Redis.from_url(stack.settings.redis.url)
+    client = stack.settings.redis.client()
     keys = Keys(stack.settings.redis.prefix)
     total = dataset.total_rows
     timeout_s = timeout_s or max(300.0, total / 5_000)

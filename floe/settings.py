@@ -12,6 +12,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+import redis
 from pydantic import BaseModel, ConfigDict, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -42,6 +43,29 @@ class RedisSettings(_Section):
     """Redis connection URL."""
     prefix: str = "floe"
     """Prefix of every key Floe writes, so several deployments (or tests) can share one Redis."""
+    username: str = "floe"
+    """ACL user Floe signs in as when a password is set (the stack's Redis has no other user)."""
+    password: SecretStr | None = None
+    """Password of ``username``; if unset, read from ``password_file`` when that file exists."""
+    password_file: str = ".floe/redis.password"
+    """File (mode 0600) holding the password; the stack creates it when it first starts Redis."""
+
+    def resolve_password(self) -> str | None:
+        """The password to sign in with, or None when Redis needs none."""
+        if self.password is not None:
+            return self.password.get_secret_value()
+        try:
+            return Path(self.password_file).read_text().strip() or None
+        except FileNotFoundError:
+            return None
+
+    def client(self, **options: Any) -> redis.Redis:
+        """A client of this Redis, signed in when a password is known. Options go to redis-py."""
+        password = self.resolve_password()
+        if password is not None:
+            options.setdefault("username", self.username)
+            options.setdefault("password", password)
+        return redis.Redis.from_url(self.url, **options)
 
 
 class ApiSettings(_Section):
@@ -53,6 +77,29 @@ class ApiSettings(_Section):
     """TCP port of the API."""
     query_cache_bytes: int = 1 << 30
     """Upper bound on decrypted blobs kept in memory for queries."""
+    max_body_bytes: int = 16 * 1024 * 1024
+    """Largest request body accepted; enforced while reading, after authentication (413 past it)."""
+    body_timeout_s: float = 30.0
+    """Seconds a client may take to send a whole request body (slow clients get 408)."""
+    limit_concurrency: int = 256
+    """Connections and requests uvicorn serves at once; past it new ones get 503."""
+    timeout_keep_alive_s: int = 5
+    """Seconds an idle keep-alive connection stays open."""
+
+
+class QuerySettings(_Section):
+    """Limits of one SQL query in the API's query engine (a sandboxed DuckDB)."""
+
+    timeout_s: float = 60.0
+    """A query running longer is interrupted and fails with a timeout error."""
+    memory_limit: str = "2GB"
+    """DuckDB memory_limit of one query's connection."""
+    threads: int = 2
+    """DuckDB threads of one query's connection."""
+    max_result_rows: int = 100_000
+    """A query whose result has more rows fails; add a LIMIT."""
+    max_concurrent: int = 4
+    """Queries run at once per API process; the others wait, so REST calls keep their threads."""
 
 
 class ConsumerSettings(_Section):
@@ -97,6 +144,13 @@ class PipelineSettings(_Section):
     """Staged CSV files larger than this are read as a stream, in parts, instead of whole."""
     chunk_bytes: int = 32 * 1024 * 1024
     """Uncompressed bytes of a streamed file parsed at a time; each part's rows become one blob."""
+    max_file_bytes: int = 16 * 1024 * 1024 * 1024
+    """Largest decompressed size of one staged file; past it the file fails (decompression bombs)."""
+    max_part_bytes: int = 256 * 1024 * 1024
+    """Largest decompressed piece held in memory at once: a whole-read file, or a part of a streamed
+    file that has not reached a record end; past it the file fails."""
+    duckdb_memory_limit: str = "1GB"
+    """DuckDB memory_limit of each transform connection on the workers."""
 
 
 class EncryptionSettings(_Section):
@@ -140,6 +194,14 @@ class AuthSettings(_Section):
     """Requests per second each user may make to the REST endpoints (per API process); 0 disables."""
     rate_limit_burst: int = 2000
     """Requests a user may make at once before the rate limit applies."""
+    sql_rate_limit_per_s: float = 20.0
+    """SQL statements per second each user may run (per API process); 0 disables."""
+    sql_rate_limit_burst: int = 40
+    """SQL statements a user may run at once before its rate limit applies."""
+    failed_auth_per_s: float = 2.0
+    """Failed authentications per second allowed from one client address; past it, 429."""
+    failed_auth_burst: int = 20
+    """Failed authentications one client address may make at once before that limit applies."""
 
 
 class FaultSettings(_Section):
@@ -182,6 +244,8 @@ class Settings(BaseSettings):
     """Metadata store."""
     api: ApiSettings = ApiSettings()
     """REST API."""
+    query: QuerySettings = QuerySettings()
+    """Query limits."""
     consumer: ConsumerSettings = ConsumerSettings()
     """SQS consumer."""
     pipeline: PipelineSettings = PipelineSettings()
@@ -202,6 +266,7 @@ class Settings(BaseSettings):
         """
         dumped = self.model_dump(mode="json")
         dumped["aws"]["secret_access_key"] = self.aws.secret_access_key.get_secret_value()
+        dumped["redis"]["password"] = self.redis.resolve_password()
         key = self.encryption.master_key
         dumped["encryption"]["master_key"] = key.get_secret_value() if key is not None else None
         return json.dumps(dumped)

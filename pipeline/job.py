@@ -54,7 +54,7 @@ class BatchProcessor:
     def __init__(self, settings: Settings, spark: SparkSession) -> None:
         self.settings = settings
         self.spark = spark
-        self.redis = redis.Redis.from_url(settings.redis.url)
+        self.redis = settings.redis.client()
         self.keys = Keys(settings.redis.prefix)
         self.catalog = Catalog(self.redis, self.keys)
         self.registrar = Registrar(self.redis, self.keys, settings.retention_seconds)

@@ -26,7 +26,7 @@ from floe.types import arrow_schema
 
 def blob_names(settings: Settings, table: Table) -> list[str]:
     """Names of every committed blob of a table."""
-    client = redis.Redis.from_url(settings.redis.url)
+    client = settings.redis.client()
     keys = Keys(settings.redis.prefix)
     names: list[str] = []
     for pipe_id in Catalog(client, keys).segments(table):
@@ -38,7 +38,7 @@ def read_table(
     spark: SparkSession, settings: Settings, table_name: str, partitions: int | None = None
 ) -> DataFrame:
     """The committed rows of a table (``t``, ``schema.t`` or ``db.schema.t``) as a DataFrame."""
-    client = redis.Redis.from_url(settings.redis.url)
+    client = settings.redis.client()
     name = str(qualify(table_name, Defaults(settings.database, settings.schema_name)))
     table = Catalog(client, Keys(settings.redis.prefix)).get(Table, name)
     schema = arrow_schema(table)

@@ -110,7 +110,7 @@ def create_app(settings: Settings, client: redis.Redis | None = None) -> FastAPI
         description="Self-hosted Snowpipe: the Snowpipe REST API (key-pair JWT), a SQL endpoint, "
         "health and metrics.",
     )
-    rclient = client or redis.Redis.from_url(settings.redis.url)
+    rclient = client or settings.redis.client()
     keys = Keys(settings.redis.prefix)
     catalog = Catalog(rclient, keys)
     ensure_admin(settings, catalog)

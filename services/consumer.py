@@ -35,7 +35,7 @@ class Consumer:
 
     def __init__(self, settings: Settings, client: redis.Redis | None = None) -> None:
         self.settings = settings
-        self.redis = client or redis.Redis.from_url(settings.redis.url)
+        self.redis = client or settings.redis.client()
         self.keys = Keys(settings.redis.prefix)
         self.catalog = Catalog(self.redis, self.keys)
         self.deduper = Deduper(self.redis, self.keys, settings.retention_seconds)

@@ -49,7 +49,7 @@ def services(base_settings: Settings) -> Iterator[Settings]:
 @pytest.fixture(scope="session")
 def redis_client(services: Settings) -> redis.Redis:
     """A client of the test Redis."""
-    return redis.Redis.from_url(services.redis.url)
+    return services.redis.client()
 
 
 @pytest.fixture(scope="session")

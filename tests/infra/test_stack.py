@@ -51,7 +51,7 @@ def test_ensure_services_is_idempotent(settings: Settings) -> None:
 def test_redis_persists_every_write(settings: Settings) -> None:
     if stack.running_pid("redis", settings) is None:
         pytest.skip("this Redis was not started by Floe; its persistence is its owner's choice")
-    client = redis.Redis.from_url(settings.redis.url, decode_responses=True)
+    client = settings.redis.client(decode_responses=True)
     try:
         assert client.ping()
         assert client.config_get("appendonly") == {"appendonly": "yes"}

@@ -48,7 +48,7 @@ def test_concurrent_enqueues_of_the_same_paths(
     files = [FileRef(f"f{i}.csv") for i in range(200)]
 
     def run(_: int) -> int:
-        d = Deduper(redis.Redis.from_url(isolated_settings.redis.url), keys, 3600)
+        d = Deduper(isolated_settings.redis.client(), keys, 3600)
         return sum(d.enqueue(pipe, files, source="notification"))
 
     with ThreadPoolExecutor(4) as pool:

@@ -1,0 +1,40 @@
+"""Fixtures of the security suite: the shared running stack, its admin, and an unprivileged user.
+
+The unprivileged user is the one the issue's attacks ran as: its only role holds OPERATE on one
+pipe, and nothing else.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.harness import unique
+from tests.conftest import Stack
+from tests.security.attacks.caller import SqlCaller, new_user
+
+
+@pytest.fixture(scope="session")
+def admin(stack: Stack) -> SqlCaller:
+    """The administrator (ACCOUNTADMIN), signing with the stack's admin key."""
+    return SqlCaller(stack.settings, stack.settings.auth.admin_user, stack.settings.auth.admin_key_file)
+
+
+@pytest.fixture(scope="session")
+def mallory(admin: SqlCaller, stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> SqlCaller:
+    """A user whose only privilege is OPERATE on one pipe of a stage and table of its own name."""
+    name = unique("mallory").upper().replace("-", "_")
+    bucket = unique("stage")
+    from floe.aws import client as aws_client
+
+    aws_client(stack.settings.aws, "s3").create_bucket(Bucket=bucket)
+    for statement in (
+        f"CREATE STAGE {name}_stage URL = 's3://{bucket}/in/' FILE_FORMAT = (TYPE = CSV)",
+        f"CREATE TABLE {name}_t (id INT, note VARCHAR)",
+        f"CREATE PIPE {name}_pipe AS COPY INTO {name}_t FROM @{name}_stage",
+    ):
+        status, body = admin.sql(statement)
+        assert status == 200, (statement, body)
+    directory: Path = tmp_path_factory.mktemp("mallory")
+    return new_user(admin, directory, name, f"GRANT OPERATE ON PIPE {name}_pipe TO ROLE {{role}}")
