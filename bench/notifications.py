@@ -27,7 +27,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote_plus
 
-import redis
 from aiobotocore.session import get_session
 
 from bench.harness import BenchError, FloeStack, Resources, kill_group, wait_for

@@ -13,8 +13,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import redis
-
 from bench.dataset import FLOE_SELECT, TABLE_COLUMNS_SQL, Dataset, csv_text
 from bench.harness import BenchError, FloeStack, Resources, SqlClient, unique, wait_for
 from floe.catalog import Catalog, Pipe

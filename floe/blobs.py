@@ -2,17 +2,27 @@
 
 Each blob is written with Parquet modular encryption (AES-GCM, footer and every column encrypted).
 pyarrow's CryptoFactory makes a random data key per blob; Floe's KMS client wraps it with the
-master key (AES-256-GCM), so the blob carries only the wrapped key. The master key comes from a
-KeyProvider, which a real KMS can implement later. Blob statistics (min, max, null count, max
-length, row count) go into the manifest so queries can skip blobs without opening them.
+master key (AES-256-GCM), so the blob carries only the wrapped key. The wrap takes the blob's name
+(``FLOE/<schema>/<table>/<table id>/<pipe id>/...parquet``) as associated data, so a blob copied or
+swapped to another name or table does not decrypt. The master key comes from a KeyProvider, which a
+real KMS can implement later. Blob statistics (min, max, null count, max length) are sealed with a
+key derived from the master key, bound to the blob's name too, and go into the manifest so queries
+can skip blobs without opening them.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import datetime as dt
 import decimal
+import json
 import os
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -20,10 +30,29 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pyarrow.parquet.encryption as pe
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from pyarrow import fs as pafs
 
 from floe.errors import TerminalError
+
+# A wrapped data key is "<version><base64(nonce + ciphertext)>". Keys wrapped before blobs were bound
+# to their names carry no version and are refused: unwrapping them without the name would let an old
+# blob be swapped in under any name.
+_WRAP_VERSION = "floe-v2:"
+_KEY_AAD = b"floe/blob-data-key/v2\x00"
+_STATS_INFO = b"floe/manifest-stats/v1"
+_STATS_AAD = b"floe/manifest-stats/v1\x00"
+# Where the blob's name travels from a KmsConnectionConfig to the KMS client made for it.
+_CONF_BLOB = "floe.blob"
+# Opened statistics kept per BlobCrypto: the query engine opens every manifest entry on each query.
+_OPENED_STATS_MAX = 100_000
+
+
+class BlobIdentityError(TerminalError):
+    """A blob or its statistics do not decrypt under the name they are read as."""
 
 
 class KeyProvider(Protocol):
@@ -51,48 +80,154 @@ class StaticKeyProvider:
 _PROVIDERS: dict[str, KeyProvider] = {}
 
 
-class _EnvelopeKms(pe.KmsClient):  # type: ignore[misc]
-    """Wraps and unwraps data keys with AES-256-GCM under a master key."""
+def _key_aad(name: str) -> bytes:
+    return _KEY_AAD + name.encode()
 
-    def __init__(self, provider: KeyProvider) -> None:
+
+class _EnvelopeKms(pe.KmsClient):  # type: ignore[misc]
+    """Wraps and unwraps one blob's data key with AES-256-GCM under a master key, bound to its name."""
+
+    def __init__(self, provider: KeyProvider, name: str) -> None:
         super().__init__()
         self._provider = provider
+        self._name = name
 
     def wrap_key(self, key_bytes: bytes, master_key_identifier: str) -> str:
         nonce = os.urandom(12)
-        sealed = AESGCM(self._provider.master_key(master_key_identifier)).encrypt(nonce, key_bytes, None)
-        return base64.b64encode(nonce + sealed).decode()
+        master = AESGCM(self._provider.master_key(master_key_identifier))
+        sealed = master.encrypt(nonce, key_bytes, _key_aad(self._name))
+        return _WRAP_VERSION + base64.b64encode(nonce + sealed).decode()
 
     def unwrap_key(self, wrapped_key: str, master_key_identifier: str) -> bytes:
-        raw = base64.b64decode(wrapped_key)
-        return AESGCM(self._provider.master_key(master_key_identifier)).decrypt(raw[:12], raw[12:], None)
+        if not wrapped_key.startswith(_WRAP_VERSION):
+            raise BlobIdentityError(
+                f"Blob '{self._name}' was written before Floe bound blobs to their names, so it is "
+                "refused (an unbound blob could be swapped in under any name). Recreate the table "
+                "and load its files again."
+            )
+        try:
+            raw = base64.b64decode(wrapped_key[len(_WRAP_VERSION) :], validate=True)
+            master = AESGCM(self._provider.master_key(master_key_identifier))
+            return master.decrypt(raw[:12], raw[12:], _key_aad(self._name))
+        except (InvalidTag, binascii.Error) as exc:
+            raise BlobIdentityError(
+                f"Blob '{self._name}' does not decrypt under its name: it was copied or moved from "
+                "another blob or table, or written under another master key. Floe refuses it; "
+                "restore the original object, or delete it and load its files again."
+            ) from exc
+
+
+def _client_factory(provider: KeyProvider) -> Callable[[pe.KmsConnectionConfig], _EnvelopeKms]:
+    def create(config: pe.KmsConnectionConfig) -> _EnvelopeKms:
+        name = config.custom_kms_conf.get(_CONF_BLOB)
+        if not name:
+            raise TerminalError("a blob key was requested without the blob's name (a bug in floe/blobs.py)")
+        return _EnvelopeKms(provider, name)
+
+    return create
 
 
 class BlobCrypto:
-    """Encryption and decryption properties for blobs under one key provider."""
+    """Encryption and decryption properties for blobs under one key provider, and sealed statistics."""
 
     def __init__(self, provider: KeyProvider, key_id: str) -> None:
         self.key_id = key_id
-        self._factory = pe.CryptoFactory(lambda _cfg: _EnvelopeKms(provider))
-        self._kms = pe.KmsConnectionConfig()
+        self._provider = provider
+        self._factory = pe.CryptoFactory(_client_factory(provider))
+        self._stats_aead: AESGCM | None = None
+        self._opened: OrderedDict[tuple[str, str], dict[str, dict[str, Any]]] = OrderedDict()
+        self._lock = threading.Lock()
 
-    def encryption(self) -> Any:
-        """Fresh encryption properties: a new random data key per blob."""
+    @contextmanager
+    def _connection(self, name: str) -> Iterator[pe.KmsConnectionConfig]:
+        # The CryptoFactory caches KMS clients by access token, and a client carries one blob's name.
+        # A token of its own per use, dropped afterwards, means no two blobs (nor two threads) ever
+        # share a client, and the cache does not grow with the number of blobs read.
+        token = uuid.uuid4().hex
+        try:
+            yield pe.KmsConnectionConfig(key_access_token=token, custom_kms_conf={_CONF_BLOB: name})
+        finally:
+            self._factory.remove_cache_entries_for_token(token)
+
+    @contextmanager
+    def encrypting(self, name: str) -> Iterator[Any]:
+        """Fresh encryption properties for the blob ``name``: a new random data key, wrapped for it."""
         config = pe.EncryptionConfiguration(
             footer_key=self.key_id,
             uniform_encryption=True,
             encryption_algorithm="AES_GCM_V1",
             plaintext_footer=False,
             double_wrapping=False,
-            cache_lifetime=dt.timedelta(seconds=1),
+            cache_lifetime=dt.timedelta(seconds=60),
             data_key_length_bits=256,
         )
-        return self._factory.file_encryption_properties(self._kms, config)
+        with self._connection(name) as kms:
+            yield self._factory.file_encryption_properties(kms, config)
 
-    def decryption(self) -> Any:
-        """Decryption properties (the wrapped data key is read from the blob)."""
-        config = pe.DecryptionConfiguration(cache_lifetime=dt.timedelta(minutes=10))
-        return self._factory.file_decryption_properties(self._kms, config)
+    @contextmanager
+    def decrypting(self, name: str) -> Iterator[Any]:
+        """Decryption properties for the blob ``name``; the data key is unwrapped while reading, so
+        the read must happen inside the block."""
+        config = pe.DecryptionConfiguration(cache_lifetime=dt.timedelta(seconds=60))
+        with self._connection(name) as kms:
+            yield self._factory.file_decryption_properties(kms, config)
+
+    def _stats_cipher(self) -> AESGCM:
+        if self._stats_aead is None:
+            key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_STATS_INFO).derive(
+                self._provider.master_key(self.key_id)
+            )
+            self._stats_aead = AESGCM(key)
+        return self._stats_aead
+
+    def seal_stats(self, stats: dict[str, dict[str, Any]], name: str) -> str:
+        """The statistics as one base64 field, encrypted and bound to the blob's name."""
+        nonce = os.urandom(12)
+        plain = json.dumps(stats, sort_keys=True, separators=(",", ":")).encode()
+        sealed = self._stats_cipher().encrypt(nonce, plain, _STATS_AAD + name.encode())
+        return base64.b64encode(nonce + sealed).decode()
+
+    def open_stats(self, entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The statistics of a manifest entry; empty (prune nothing) when it has no sealed ones.
+
+        Plaintext statistics from before sealing are ignored: they are unauthenticated, and their
+        blob is refused when read anyway. The result is shared through a cache: do not modify it.
+        """
+        sealed = entry.get("sealed_stats")
+        if not isinstance(sealed, str) or not sealed:
+            return {}
+        name = str(entry.get("name", ""))
+        key = (name, sealed)
+        with self._lock:
+            cached = self._opened.get(key)
+            if cached is not None:
+                self._opened.move_to_end(key)
+                return cached
+        try:
+            raw = base64.b64decode(sealed, validate=True)
+            plain = self._stats_cipher().decrypt(raw[:12], raw[12:], _STATS_AAD + name.encode())
+        except (InvalidTag, binascii.Error) as exc:
+            raise BlobIdentityError(
+                f"The statistics of blob '{name}' do not open under its name: the manifest entry was "
+                "copied from another blob or altered, or sealed under another master key. Remove the "
+                "entry and load its files again."
+            ) from exc
+        stats: dict[str, dict[str, Any]] = json.loads(plain)
+        with self._lock:
+            self._opened[key] = stats
+            if len(self._opened) > _OPENED_STATS_MAX:
+                self._opened.popitem(last=False)
+        return stats
+
+
+def seal_stats(stats: dict[str, dict[str, Any]], name: str, crypto: BlobCrypto) -> str:
+    """``crypto.seal_stats``: the statistics sealed for the blob ``name``."""
+    return crypto.seal_stats(stats, name)
+
+
+def open_stats(entry: dict[str, Any], crypto: BlobCrypto) -> dict[str, dict[str, Any]]:
+    """``crypto.open_stats``: a manifest entry's statistics, for pruning."""
+    return crypto.open_stats(entry)
 
 
 def _jsonable(value: Any) -> Any:
@@ -129,40 +264,58 @@ class BlobMeta:
     path: str
     rows: int
     bytes: int
-    stats: dict[str, dict[str, Any]]
+    # Plaintext, for the writer only; the manifest gets ``sealed_stats`` (see to_dict).
+    stats: dict[str, dict[str, Any]] = field(repr=False)
     files: list[str]
+    sealed_stats: str = field(default="", repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "name": self.name,
-            "path": self.path,
-            "rows": self.rows,
-            "bytes": self.bytes,
-            "stats": self.stats,
-            "files": self.files,
-        }
+        """JSON-ready form. Statistics appear only sealed: min and max are values of the table."""
+        entry: dict[str, Any] = {"name": self.name, "path": self.path, "rows": self.rows, "bytes": self.bytes}
+        if self.sealed_stats:
+            entry["sealed_stats"] = self.sealed_stats
+        entry["files"] = self.files
+        return entry
 
 
 def write_blob(
     table: pa.Table, fs: pafs.FileSystem, path: str, crypto: BlobCrypto, *, name: str, files: list[str]
 ) -> BlobMeta:
-    """Write one encrypted blob. S3 makes the object visible only when the upload completes, and the
-    name is deterministic, so a replay overwrites the same object instead of adding one."""
+    """Write one encrypted blob, its data key bound to ``name``. S3 makes the object visible only
+    when the upload completes, and the name is deterministic, so a replay overwrites the same object
+    instead of adding one."""
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd", encryption_properties=crypto.encryption())
+    with crypto.encrypting(name) as properties:
+        pq.write_table(table, sink, compression="zstd", encryption_properties=properties)
     buf = sink.getvalue()
     with fs.open_output_stream(path) as out:
         out.write(buf)
+    stats = column_stats(table)
     return BlobMeta(
-        name=name, path=path, rows=table.num_rows, bytes=buf.size, stats=column_stats(table), files=files
+        name=name,
+        path=path,
+        rows=table.num_rows,
+        bytes=buf.size,
+        stats=stats,
+        files=files,
+        sealed_stats=crypto.seal_stats(stats, name),
     )
 
 
-def read_blob(fs: pafs.FileSystem, path: str, crypto: BlobCrypto) -> pa.Table:
-    """Read and decrypt one blob."""
-    with fs.open_input_file(path) as f:
-        return pq.read_table(f, decryption_properties=crypto.decryption())
+def blob_name_of(path: str) -> str:
+    """The blob name in ``<tables bucket>/<name>``."""
+    bucket, sep, name = path.partition("/")
+    if not sep or not bucket or not name:
+        raise TerminalError(f"'{path}' is not '<tables bucket>/<blob name>'; pass the blob's name")
+    return name
+
+
+def read_blob(fs: pafs.FileSystem, path: str, crypto: BlobCrypto, *, name: str | None = None) -> pa.Table:
+    """Read and decrypt one blob. ``name`` (by default the path after the bucket) must be the name it
+    was written under; otherwise BlobIdentityError."""
+    blob = name if name is not None else blob_name_of(path)
+    with fs.open_input_file(path) as f, crypto.decrypting(blob) as properties:
+        return pq.read_table(f, decryption_properties=properties)
 
 
 def crypto_from_settings(key_id: str, key: bytes) -> BlobCrypto:

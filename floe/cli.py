@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 from floe.client import SqlFailed, run_sql
+from floe.runtime import private_dir, private_files
 from floe.settings import Settings
 
 app = typer.Typer(
@@ -85,12 +86,19 @@ def sql(
         _print_table(body)
 
 
+def _process_settings() -> Settings:
+    """Settings of a long-running Floe process, whose state directory is made owner-only (0700)."""
+    settings = Settings()
+    private_dir(settings.state_dir)
+    return settings
+
+
 @app.command()
 def api() -> None:
     """Run the HTTP API (Snowpipe REST, SQL endpoint, health, metrics) on FLOE_API__HOST:FLOE_API__PORT."""
     from services.api import serve
 
-    serve(Settings())
+    serve(_process_settings())
 
 
 @app.command()
@@ -98,7 +106,7 @@ def consumer() -> None:
     """Run an SQS consumer: S3 notifications -> dedup -> pipe queues. Several may run at once."""
     from services.consumer import main as consumer_main
 
-    consumer_main(Settings())
+    consumer_main(_process_settings())
 
 
 @app.command()
@@ -106,7 +114,7 @@ def pipeline() -> None:
     """Run the Spark Structured Streaming job that loads queued files into tables."""
     from pipeline.job import run
 
-    run(Settings())
+    run(_process_settings())
 
 
 @app.command()
@@ -122,6 +130,8 @@ def demo(
 
 def main() -> None:
     """Console-script entry point."""
+    # Before anything is created: keys, logs, checkpoints and ready files must be owner-only.
+    private_files()
     app()
 
 

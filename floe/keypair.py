@@ -14,6 +14,7 @@ import hashlib
 import os
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import jwt
@@ -85,20 +86,35 @@ def load_private_key(pem: str) -> rsa.RSAPrivateKey:
     return key
 
 
-def ensure_key_file(path: str | Path) -> rsa.RSAPrivateKey:
-    """The private key in ``path``, created (mode 0600) if the file does not exist yet."""
+def create_private_file(path: str | Path, make: Callable[[], bytes]) -> bytes:
+    """The content of ``path``; when the file does not exist, create it (mode 0600) from ``make()``.
+
+    The content is written and fsynced under a temporary name opened with O_EXCL and mode 0600, so
+    it is never readable by others, not even for a moment, whatever the umask. ``link()`` then puts
+    it in place and fails if the file appeared meanwhile: two processes starting at once agree on
+    the first file written, and nobody ever reads a half-written one.
+    """
     file = Path(path)
     if not file.exists():
         file.parent.mkdir(parents=True, exist_ok=True)
         tmp = file.with_name(f".{file.name}.{secrets.token_hex(8)}.tmp")
-        tmp.write_text(private_key_pem(new_private_key()))
-        tmp.chmod(0o600)
-        # link() fails if the file appeared meanwhile, so two processes starting at once agree on
-        # the first key written, and nobody ever reads a half-written file.
-        with contextlib.suppress(FileExistsError):
-            os.link(tmp, file)
-        tmp.unlink()
-    return load_private_key(file.read_text())
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(make())
+                out.flush()
+                os.fsync(out.fileno())
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, file)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return file.read_bytes()
+
+
+def ensure_key_file(path: str | Path) -> rsa.RSAPrivateKey:
+    """The private key in ``path``, created (mode 0600, see :func:`create_private_file`) if missing."""
+    pem = create_private_file(path, lambda: private_key_pem(new_private_key()).encode())
+    return load_private_key(pem.decode())
 
 
 def sign_token(account: str, user: str, key: rsa.RSAPrivateKey, lifetime_s: int = 3540) -> str:

@@ -42,6 +42,31 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+OWNER_ONLY_UMASK = 0o077
+"""Files a Floe process creates are 0600 and directories 0700: state, logs, checkpoints, Redis's AOF."""
+
+
+def private_files() -> None:
+    """Make every file this process and its children create readable by its owner only.
+
+    Called first thing by every entry point (`floe ...`, `python -m infra.stack`): Spark's JVM, the
+    Python workers and redis-server inherit the umask, so their checkpoints, logs and AOF are
+    covered without each writer having to care.
+    """
+    os.umask(OWNER_ONLY_UMASK)
+
+
+def private_dir(path: str | Path) -> Path:
+    """Create ``path`` (and its parents) if needed and make it 0700; return it.
+
+    The chmod also closes a state directory that an older Floe created world-readable.
+    """
+    directory = Path(path)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    directory.chmod(0o700)
+    return directory
+
+
 def setup_logging(settings: Settings, component: str) -> logging.Logger:
     """Configure the root logger for a process; returns the component's logger."""
     handler = logging.StreamHandler(sys.stderr)

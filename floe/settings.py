@@ -168,12 +168,14 @@ class EncryptionSettings(_Section):
         if self.master_key is not None:
             raw = base64.b64decode(self.master_key.get_secret_value())
         else:
-            path = Path(self.master_key_file)
-            if not path.exists():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(base64.b64encode(secrets.token_bytes(32)).decode())
-                path.chmod(0o600)
-            raw = base64.b64decode(path.read_text().strip())
+            # Imported here: keypair pulls in the crypto stack, which most users of settings never need.
+            from floe.keypair import create_private_file
+
+            # O_EXCL and link() make every process that starts at once end up with the same key.
+            text = create_private_file(
+                self.master_key_file, lambda: base64.b64encode(secrets.token_bytes(32))
+            )
+            raw = base64.b64decode(text.strip())
         if len(raw) != 32:
             raise ValueError("the master key must be 32 bytes (base64 of 32 random bytes)")
         return raw

@@ -4,7 +4,11 @@ The stack has five parts, started in this order and stopped in the reverse order
 
 * ``localstack``: S3 and SQS, LocalStack 4.13.1 in host mode, from ``.floe/localstack-venv``;
 * ``redis``: Debian's ``redis-server`` with AOF and ``appendfsync always`` (invariant 3: nothing is
-  acknowledged before it is durable);
+  acknowledged before it is durable), and no anonymous access: its only user is
+  ``settings.redis.username``, whose password the first start generates into
+  ``settings.redis.password_file`` (0600). The password reaches redis-server through a config file
+  that holds only its SHA-256, never through a command line, and the clients through
+  ``settings.redis.client()``;
 * ``api``, ``consumer``, ``pipeline``: the Floe processes, ``.venv/bin/floe <name>``.
 
 Each part runs detached in its own session. That way a Ctrl-C in the terminal that started it does not
@@ -22,6 +26,9 @@ When a part counts as ready:
 A LocalStack or Redis that already answers on the configured endpoint is used as it is, and never
 stopped. An endpoint that is not on this host (for example ``http://localstack:4566``) is only checked.
 
+Everything the stack and its parts create under the state directory is owner-only: the directory is
+0700 and every part starts with umask 077 (files 0600), Redis's AOF and LocalStack's files included.
+
 Command line: ``python -m infra.stack {up,down,status,services-up,services-down}`` (the Makefile wraps
 it). The tests call :func:`ensure_services` and :func:`stop`.
 """
@@ -30,8 +37,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -50,7 +59,9 @@ import redis
 from rich.console import Console
 from rich.table import Table
 
-from floe.settings import Settings
+from floe.keypair import create_private_file
+from floe.runtime import OWNER_ONLY_UMASK, private_dir, private_files
+from floe.settings import RedisSettings, Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO_ROOT / ".venv" / "bin"
@@ -112,6 +123,10 @@ class Part:
     ready_path: Path | None = None
     dirs: tuple[Path, ...] = ()
     install_hint: str = ""
+    prepare: Callable[[], object] | None = None
+    """Run before each start, after ``dirs`` exist (Redis writes its users file there)."""
+    refusal: Callable[[], str] | None = None
+    """For services: why a listener on ``port`` does not count as this part, if it can tell."""
 
 
 @dataclass(frozen=True)
@@ -191,15 +206,46 @@ def _is_localstack(base_url: str) -> bool:
     return answer is not None and answer[0] == 200 and isinstance(answer[1], dict) and "services" in answer[1]
 
 
-def _redis_pings(url: str) -> bool:
-    """True when the Redis at ``url`` answers PING."""
-    client = redis.Redis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0)
+def _redis_answer(settings: RedisSettings) -> str:
+    """PING the Redis of ``settings``, signed in as Floe's clients are: "pong", "refused" or "none".
+
+    "refused" means a Redis answers but not to Floe's credentials (wrong, missing or unexpected
+    password), which is worth a precise error rather than "nothing answers".
+    """
+    client = settings.client(socket_timeout=1.0, socket_connect_timeout=1.0)
     try:
-        return bool(client.ping())
+        return "pong" if client.ping() else "none"
+    except redis.AuthenticationError:
+        return "refused"
+    except redis.ResponseError as exc:
+        # NOAUTH, WRONGPASS and "AUTH ... called without any password configured" all come as replies.
+        text = str(exc).upper()
+        return "refused" if "AUTH" in text or "WRONGPASS" in text or "NOPERM" in text else "none"
     except (redis.RedisError, OSError):
-        return False
+        return "none"
     finally:
         client.close()
+
+
+def _redis_pings(settings: RedisSettings) -> bool:
+    """True when the Redis of ``settings`` answers PING to Floe's credentials."""
+    return _redis_answer(settings) == "pong"
+
+
+def _redis_refusal(settings: RedisSettings) -> str:
+    """Why a Redis on the configured port is not usable, when it answers but refuses Floe."""
+    if _redis_answer(settings) != "refused":
+        return ""
+    if settings.resolve_password() is None:
+        return (
+            f"it requires a password, and Floe has none: put the password of user {settings.username!r} "
+            f"in {settings.password_file} (mode 0600) or FLOE_REDIS__PASSWORD"
+        )
+    source = "FLOE_REDIS__PASSWORD" if settings.password is not None else settings.password_file
+    return (
+        f"it refuses user {settings.username!r} with the password from {source}: correct that password, "
+        f"or, if this Redis was started without one, remove {source} so Floe connects without signing in"
+    )
 
 
 def _port_open(host: str, port: int) -> bool:
@@ -265,11 +311,72 @@ def _localstack_part(settings: Settings) -> Part:
     )
 
 
+def redis_users_file(settings: Settings) -> Path:
+    """``<state_dir>/redis/users.conf``: the config file that declares the stack's Redis users."""
+    return state_dir(settings) / "redis" / "users.conf"
+
+
+def redis_password(settings: RedisSettings) -> str:
+    """The password of the stack's Redis: the explicit setting, else the password file, created on
+    first use with a random password (mode 0600, O_EXCL: concurrent starts agree on one)."""
+    if urlparse(settings.url).password:
+        raise StackError(
+            "redis: the Redis URL carries a password, and URLs end up in logs and error messages; "
+            "remove it from FLOE_REDIS__URL and put it in FLOE_REDIS__PASSWORD or "
+            f"{settings.password_file} (mode 0600) instead"
+        )
+    if settings.password is not None:
+        return settings.password.get_secret_value()
+    text = create_private_file(settings.password_file, lambda: secrets.token_urlsafe(32).encode())
+    password = text.decode().strip()
+    if not password:
+        raise StackError(
+            f"redis: {settings.password_file} is empty; delete it and start Redis again to generate one"
+        )
+    return password
+
+
+def redis_users_conf(username: str, password: str) -> str:
+    """redis.conf lines that leave ``username`` as the only user, with every right.
+
+    The password is given as its SHA-256 (``#<hex>``), so the file does not disclose it either;
+    ``default off`` refuses every connection that does not sign in.
+    """
+    digest = hashlib.sha256(password.encode()).hexdigest()
+    return f"user default off\nuser {username} on #{digest} ~* &* +@all\n"
+
+
+def write_redis_users(settings: Settings, path: Path | None = None, mode: int = 0o600) -> Path:
+    """Write the users config file for ``settings`` (creating the password on first use); return it.
+
+    The file is replaced atomically, so a Redis starting meanwhile reads the old or the new one.
+    ``mode`` is 0600 for the stack, whose redis-server runs as the same user; the Docker setup,
+    where Redis runs as another user, passes 0644 (the file holds only a hash).
+    """
+    target = path or redis_users_file(settings)
+    text = redis_users_conf(settings.redis.username, redis_password(settings.redis))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        os.chmod(tmp, mode)  # after creation: the umask must not widen or narrow it
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
 def redis_argv(settings: Settings) -> tuple[str, ...]:
-    """The redis-server command line: AOF fsynced on every write, no RDB snapshots, loopback only."""
+    """The redis-server command line: AOF fsynced on every write, no RDB snapshots, loopback only.
+
+    The first argument is the users file (:func:`write_redis_users`); no password is ever on it.
+    """
     url = urlparse(settings.redis.url)
     argv: tuple[str, ...] = (
         "redis-server",
+        str(redis_users_file(settings)),
         "--bind", "127.0.0.1",
         "--port", str(url.port or 6379),
         "--daemonize", "no",
@@ -278,31 +385,32 @@ def redis_argv(settings: Settings) -> tuple[str, ...]:
         "--dir", str(state_dir(settings) / "redis"),
         "--save", "",
     )  # fmt: skip
-    if url.password:
-        argv += ("--requirepass", url.password)
     return argv
 
 
 def _redis_part(settings: Settings) -> Part:
     """Redis with the persistence that invariant 3 requires."""
-    redis_url = settings.redis.url
-    url = urlparse(redis_url)
+    url = urlparse(settings.redis.url)
     host = url.hostname or "127.0.0.1"
     port = url.port or 6379
+    # An explicit password in the environment has no business in redis-server's /proc/<pid>/environ.
+    env = {key: value for key, value in os.environ.items() if key.upper() != "FLOE_REDIS__PASSWORD"}
     return Part(
         name="redis",
         argv=redis_argv(settings),
-        env=dict(os.environ),
+        env=env,
         # redis-server rewrites its process title to "redis-server <host>:<port>".
         cmdline_marker="redis-server",
         ready_timeout_s=READY_TIMEOUT_S["redis"],
-        is_ready=lambda: _redis_pings(redis_url),
+        is_ready=lambda: _redis_pings(settings.redis),
         endpoint=f"redis://{host}:{port}",
         port=("127.0.0.1" if host == "localhost" else host, port),
-        answers=lambda: _redis_pings(redis_url),
+        answers=lambda: _redis_pings(settings.redis),
         local=url.scheme in ("redis", "") and host in LOOPBACK_HOSTS,
         dirs=(state_dir(settings) / "redis",),
         install_hint="run `make redis-install`",
+        prepare=lambda: write_redis_users(settings),
+        refusal=lambda: _redis_refusal(settings.redis),
     )
 
 
@@ -416,7 +524,9 @@ def _read_pid(path: Path) -> int | None:
 def _write_pid(path: Path, pid: int) -> None:
     """Write a pid file atomically, so a concurrent reader never sees it half-written."""
     tmp = path.with_suffix(".pid.tmp")
-    tmp.write_text(f"{pid}\n")
+    fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(f"{pid}\n")
     tmp.replace(path)
 
 
@@ -515,17 +625,25 @@ def _start(part: Part, settings: Settings) -> tuple[int, float]:
         # Something listens but did not answer as this service (that was checked first): starting would
         # only fail on bind, so say what is wrong instead.
         host, port = part.port
+        reason = part.refusal() if part.refusal is not None else ""
+        if reason:
+            raise StackError(f"{part.name}: a {part.name} answers on {host}:{port}, but {reason}")
         raise StackError(
             f"{part.name}: port {host}:{port} is taken by a process that does not answer as {part.name}; "
             "stop it or point Floe elsewhere through settings (FLOE_...)"
         )
+    private_dir(state_dir(settings))
     for directory in (*part.dirs, pid_file(part.name, settings).parent, log_file(part.name, settings).parent):
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)
+    if part.prepare is not None:
+        part.prepare()
     if part.ready_path is not None:
         part.ready_path.unlink(missing_ok=True)  # a stale file from a crash would fake readiness
     log = log_file(part.name, settings)
     started = time.monotonic()
-    with log.open("ab") as out:
+    fd = os.open(log, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600)
+    os.fchmod(fd, 0o600)  # a log an older Floe created world-readable
+    with os.fdopen(fd, "ab") as out:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         out.write(f"\n=== {stamp} floe stack: starting {part.name}: {' '.join(part.argv)}\n".encode())
         out.flush()
@@ -537,6 +655,8 @@ def _start(part: Part, settings: Settings) -> tuple[int, float]:
             stderr=subprocess.STDOUT,
             # Own session: terminal signals do not reach it, and `down` can signal its whole group.
             start_new_session=True,
+            # Whatever the caller's umask (tests start parts in-process), what a part creates is 0600.
+            umask=OWNER_ONLY_UMASK,
         )
     _write_pid(pid_file(part.name, settings), proc.pid)
     _wait_ready(part, settings, proc.pid, proc, started)
@@ -627,6 +747,7 @@ def ensure(
     """
     settings = settings or Settings()
     console = console or Console(highlight=False)
+    private_dir(state_dir(settings))  # also closes a state directory an older Floe left world-readable
     started: list[str] = []
     for name in _ordered(names):
         part = build_part(name, settings)
@@ -763,6 +884,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m infra.stack``; returns the exit code."""
     args = _parser().parse_args(argv)
+    private_files()  # the record files and anything else this command creates
     console = Console(highlight=False)
     settings = Settings()
     try:

@@ -4,6 +4,11 @@ A staged CSV file above ``pipeline.stream_file_bytes`` is not read whole: its by
 through a streaming decompressor and are cut into parts of about ``pipeline.chunk_bytes`` that end
 on a record boundary, so each part parses on its own and memory stays bounded by the part size,
 not the file size.
+
+The decompressors here also serve whole-file reads (``pipeline.formats``): every one of them
+returns at most what it is asked for per read, so a decompression bomb is stopped at a bound
+(``pipeline.max_file_bytes`` for a file, ``pipeline.max_part_bytes`` for a piece held in memory)
+after inflating only that much.
 """
 
 from __future__ import annotations
@@ -21,8 +26,13 @@ from floe.errors import FileLoadError
 
 _MAGIC = {b"\x1f\x8b": "GZIP", b"BZh": "BZ2", b"\x28\xb5\x2f\xfd": "ZSTD"}
 
-STREAMABLE_COMPRESSION = frozenset({"AUTO", "NONE", "GZIP", "BZ2", "ZSTD", "BROTLI"})
+STREAMABLE_COMPRESSION = frozenset(
+    {"AUTO", "NONE", "GZIP", "BZ2", "ZSTD", "BROTLI", "DEFLATE", "RAW_DEFLATE"}
+)
 """COMPRESSION values the streaming reader undoes; files with other ones are read whole."""
+
+_INPUT_BLOCK = 1 << 20
+"""Compressed bytes fed to a zlib decompressor at a time."""
 
 _GROWTH_LIMIT = 4
 """A part grows to this many chunk sizes looking for a boundary outside quotes, then takes the
@@ -68,6 +78,47 @@ class TransportError(OSError):
     """Reading the staged object failed (not its content): transient, the batch is replayed."""
 
 
+def _size(n: int) -> str:
+    """A byte count as people write it (256 MiB, 16 GiB)."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} bytes"
+
+
+class FileTooLarge(FileLoadError):
+    """A staged file decompresses past ``pipeline.max_file_bytes``: it fails alone, terminally."""
+
+    def __init__(self, path: str, limit: int) -> None:
+        super().__init__(
+            f"File '{path}' decompresses to more than {_size(limit)} (pipeline.max_file_bytes); "
+            "split it into smaller files, or raise pipeline.max_file_bytes if files this large are "
+            "expected.",
+            file=path,
+        )
+        self.limit = limit
+
+
+class PartTooLarge(FileLoadError):
+    """A piece of a staged file that must be held in memory whole decompresses past
+    ``pipeline.max_part_bytes``: a record that never ends, or a file that is only read whole."""
+
+    def __init__(self, path: str, limit: int, *, record: bool, kind: str = "") -> None:
+        if record:
+            what = "in one record (pipeline.max_part_bytes); check that its records end with a newline "
+            what += "(and that its quotes are closed), "
+        else:
+            read_whole = f"{kind} files are read whole" if kind else "it is read whole"
+            what = f"(pipeline.max_part_bytes), and {read_whole}; split it into smaller files, "
+        super().__init__(
+            f"File '{path}' decompresses to more than {_size(limit)} {what}"
+            "or raise pipeline.max_part_bytes if such files are expected.",
+            file=path,
+        )
+        self.limit = limit
+        self.record = record
+
+
 class _Transport:
     """Marks the source's own read errors, so a decompressor's errors are not mistaken for them."""
 
@@ -103,25 +154,94 @@ class _Decompressing:
             ) from exc
 
 
-def decompressed(raw: Readable, compression: str, path: str) -> Readable:
-    """The stream's content with COMPRESSION undone (AUTO recognises gzip, bzip2 and zstd)."""
+def compression_of(head: bytes, compression: str) -> str:
+    """The compression a file's first bytes and its COMPRESSION option say it has (NONE for none)."""
     method = (compression or "AUTO").upper()
+    if method == "AUTO":
+        return next((m for magic, m in _MAGIC.items() if head.startswith(magic)), "NONE")
+    return method
+
+
+class _Inflating:
+    """zlib's DEFLATE (``wbits`` 15) or raw DEFLATE (-15) as a stream, never more than asked per read."""
+
+    def __init__(self, source: Readable, wbits: int) -> None:
+        self._source = source
+        self._inflater = zlib.decompressobj(wbits)
+
+    def read(self, n: int = -1, /) -> bytes:
+        if n < 0:
+            n = 1 << 20
+        inflater = self._inflater
+        while not inflater.eof:
+            data = inflater.unconsumed_tail or self._source.read(_INPUT_BLOCK)
+            out = inflater.decompress(data, n)
+            if out:
+                return out
+            if not data:
+                raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+        return b""
+
+
+class _Bounded:
+    """Counts the decompressed bytes of a file and stops it past ``pipeline.max_file_bytes``."""
+
+    def __init__(self, inner: Readable, limit: int, path: str) -> None:
+        self._inner = inner
+        self._left = limit
+        self._limit = limit
+        self._path = path
+
+    def read(self, n: int = -1, /) -> bytes:
+        # One byte more than the bound allows tells "exactly at the bound" from "past it".
+        want = self._left + 1 if n < 0 else min(n, self._left + 1)
+        block = self._inner.read(want)
+        self._left -= len(block)
+        if self._left < 0:
+            raise FileTooLarge(self._path, self._limit)
+        return block
+
+
+def decompressed(raw: Readable, compression: str, path: str, *, max_bytes: int | None = None) -> Readable:
+    """The stream's content with COMPRESSION undone (AUTO recognises gzip, bzip2 and zstd).
+
+    Every read returns at most what it asks for, whatever the compression ratio. With
+    ``max_bytes``, a read that would pass that many decompressed bytes raises FileTooLarge.
+    """
     raw = _Transport(raw)
     head = raw.read(4)
     source = _Prefixed(head, raw)
-    if method == "AUTO":
-        method = next((m for magic, m in _MAGIC.items() if head.startswith(magic)), "NONE")
+    method = compression_of(head, compression)
+    inner: Readable
     if method == "NONE" or not head:
-        return source
-    if method == "GZIP":  # Python's reader handles concatenated members, as gzip -d does
-        inner: Readable = gzip.GzipFile(fileobj=source, mode="rb")  # type: ignore[call-overload]
+        inner = source
+    elif method == "GZIP":  # Python's reader handles concatenated members, as gzip -d does
+        inner = _Decompressing(gzip.GzipFile(fileobj=source, mode="rb"), method, path)  # type: ignore[call-overload]
     elif method == "BZ2":
-        inner = bz2.BZ2File(source, mode="rb")  # type: ignore[call-overload]
+        inner = _Decompressing(bz2.BZ2File(source, mode="rb"), method, path)  # type: ignore[call-overload]
     elif method in ("ZSTD", "BROTLI"):
-        inner = pa.CompressedInputStream(pa.PythonFile(source, mode="r"), method.lower())
+        stream = pa.CompressedInputStream(pa.PythonFile(source, mode="r"), method.lower())
+        inner = _Decompressing(stream, method, path)
+    elif method in ("DEFLATE", "RAW_DEFLATE"):
+        inner = _Decompressing(_Inflating(source, 15 if method == "DEFLATE" else -15), method, path)
     else:
-        raise FileLoadError(f"COMPRESSION '{compression}' cannot be read as a stream", file=path)
-    return _Decompressing(inner, method, path)
+        raise FileLoadError(f"Unsupported COMPRESSION '{compression}'", file=path)
+    return inner if max_bytes is None else _Bounded(inner, max_bytes, path)
+
+
+def read_bounded(stream: Readable, limit: int, block: int = 8 << 20) -> bytes | None:
+    """All of ``stream``, or None as soon as it passes ``limit`` bytes (having read at most one
+    block more). Reads in blocks: a buffered reader asked for ``limit`` bytes would allocate them."""
+    blocks: list[bytes] = []
+    have = 0
+    while True:
+        data = stream.read(min(block, limit + 1 - have))
+        if not data:
+            return b"".join(blocks)
+        have += len(data)
+        if have > limit:
+            return None
+        blocks.append(data)
 
 
 def record_end(buf: bytes, quote: str | None) -> int:
@@ -146,13 +266,23 @@ def record_end(buf: bytes, quote: str | None) -> int:
     return int(newlines[-1]) + 1
 
 
-def record_chunks(stream: Readable, chunk_bytes: int, quote: str | None) -> Iterator[bytes]:
+def record_chunks(
+    stream: Readable,
+    chunk_bytes: int,
+    quote: str | None,
+    *,
+    max_part_bytes: int | None = None,
+    path: str = "",
+) -> Iterator[bytes]:
     """The stream's bytes in parts of about ``chunk_bytes``, each ending on a record boundary.
 
-    A part is larger only when one record is: it grows until a boundary turns up.
+    A part is larger only when one record is: it grows until a boundary turns up, but not past
+    ``max_part_bytes`` (PartTooLarge): a file without newlines would otherwise be read into memory
+    whole, however large it inflates.
     """
+    ceiling = max_part_bytes + 1 if max_part_bytes is not None else None
     carry = b""
-    target = chunk_bytes
+    target = chunk_bytes if ceiling is None else min(chunk_bytes, ceiling)
     while True:
         parts = [carry]
         have = len(carry)
@@ -173,8 +303,13 @@ def record_chunks(stream: Readable, chunk_bytes: int, quote: str | None) -> Iter
         cut = record_end(buf, quote)
         if cut < 0 and quote is not None and len(buf) >= _GROWTH_LIMIT * chunk_bytes:
             cut = record_end(buf, None)
+        if cut < 0 and ceiling is not None and len(buf) >= ceiling:
+            assert max_part_bytes is not None
+            raise PartTooLarge(path, max_part_bytes, record=True)
         if cut < 0:
             carry, target = buf, len(buf) + chunk_bytes
+            if ceiling is not None:
+                target = min(target, ceiling)
             continue
-        carry, target = buf[cut:], chunk_bytes
+        carry, target = buf[cut:], chunk_bytes if ceiling is None else min(chunk_bytes, ceiling)
         yield buf[:cut]

@@ -28,7 +28,9 @@ Raw tables:
 - Parquet: the file's own columns and types.
 
 COMPRESSION: AUTO recognises gzip, bzip2 and zstd by magic bytes; GZIP, BZ2, ZSTD, BROTLI, DEFLATE,
-RAW_DEFLATE and NONE can be forced. A UTF-8 byte order mark is skipped.
+RAW_DEFLATE and NONE can be forced. A UTF-8 byte order mark is skipped. Decompression is incremental
+and bounded (``max_bytes``), so a decompression bomb fails its file (PartTooLarge) instead of
+filling the worker's memory.
 
 Whole-file failures (corrupt compression, invalid UTF-8 in CSV/JSON, unreadable Parquet, unsupported
 options) raise ``floe.errors.FileLoadError``; ``FileParseError`` when the failure has a place (the
@@ -38,13 +40,11 @@ not UTF-8 is a RowError of its row. A zero-byte file is 0 rows and no error in e
 
 from __future__ import annotations
 
-import bz2
 import csv
-import gzip
 import io
 import json
 import re
-import zlib
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -57,6 +57,7 @@ import pyarrow.parquet as pq
 
 from floe.catalog.models import FileFormat
 from floe.errors import FileLoadError
+from pipeline.chunks import PartTooLarge, compression_of, decompressed, read_bounded
 
 CODE_END_OF_RECORD = "100068"
 CODE_EXTRA_FIELD = "100016"
@@ -65,8 +66,6 @@ CODE_INVALID_UTF8 = "100000"
 """Snowflake's code for invalid UTF-8 is not documented; Floe's code for errors it cannot classify."""
 
 _GZIP_MAGIC = b"\x1f\x8b"
-_BZ2_MAGIC = b"BZh"
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _UTF8_BOM = b"\xef\xbb\xbf"
 _JSON_WS = re.compile(r"[ \t\n\r]*")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -135,19 +134,22 @@ class RawFile:
         return self.table.num_rows
 
 
-def read_raw(data: bytes, fmt: FileFormat, *, path: str, columns: int | None = None) -> RawFile:
+def read_raw(
+    data: bytes, fmt: FileFormat, *, path: str, columns: int | None = None, max_bytes: int | None = None
+) -> RawFile:
     """Decompress and parse one staged file.
 
     ``columns`` (CSV only) fixes the expected field count, as a plain COPY does (the number of target
-    columns); without it the first record decides. Raises FileLoadError when the file as a whole
-    cannot be read.
+    columns); without it the first record decides. ``max_bytes`` bounds the decompressed file
+    (``pipeline.max_part_bytes``): past it, PartTooLarge, after inflating only that much. Raises
+    FileLoadError when the file as a whole cannot be read.
     """
     kind = fmt.type.upper()
     if kind == "PARQUET":
         # Parquet compresses internally; only a whole-file gzip wrapper is undone here.
-        body = _decompress(data, "AUTO", path) if data.startswith(_GZIP_MAGIC) else data
-        return _read_parquet(body, fmt, path)
-    body = _decompress(data, fmt.compression, path)
+        compression = "AUTO" if data.startswith(_GZIP_MAGIC) else "NONE"
+        return _read_parquet(_decompress(data, compression, path, max_bytes, "Parquet"), fmt, path)
+    body = _decompress(data, fmt.compression, path, max_bytes, "JSON" if kind == "JSON" else "")
     if body.startswith(_UTF8_BOM):  # SKIP_BYTE_ORDER_MARK = TRUE (Snowflake's default)
         body = body[len(_UTF8_BOM) :]
     if kind == "CSV":
@@ -161,40 +163,21 @@ def read_raw(data: bytes, fmt: FileFormat, *, path: str, columns: int | None = N
 # Compression
 
 
-def _decompress(data: bytes, compression: str, path: str) -> bytes:
-    """Undo COMPRESSION; AUTO recognises gzip, bzip2 and zstd by their magic bytes."""
-    method = (compression or "AUTO").upper()
-    if method == "AUTO":
-        if data.startswith(_GZIP_MAGIC):
-            method = "GZIP"
-        elif data.startswith(_BZ2_MAGIC):
-            method = "BZ2"
-        elif data.startswith(_ZSTD_MAGIC):
-            method = "ZSTD"
-        else:
-            return data
-    if method == "NONE" or not data:
-        return data
-    try:
-        if method == "GZIP":
-            return gzip.decompress(data)
-        if method == "BZ2":
-            return bz2.decompress(data)
-        if method == "DEFLATE":
-            return zlib.decompress(data)
-        if method == "RAW_DEFLATE":
-            return zlib.decompress(data, -15)
-        if method in ("ZSTD", "BROTLI"):
-            with pa.input_stream(pa.BufferReader(data), compression=method.lower()) as stream:
-                return bytes(stream.read())
-    except (OSError, EOFError, ValueError, zlib.error, pa.ArrowException) as exc:
-        detail = str(exc) or type(exc).__name__
-        raise FileLoadError(
-            f"Invalid data encountered during decompression for file: '{path}',"
-            f"compression type used: '{method}', cause: '{detail}'",
-            file=path,
-        ) from exc
-    raise FileLoadError(f"Unsupported COMPRESSION '{compression}'", file=path)
+def _decompress(
+    data: bytes, compression: str, path: str, max_bytes: int | None = None, kind: str = ""
+) -> bytes:
+    """Undo COMPRESSION (AUTO recognises gzip, bzip2 and zstd by their magic bytes), inflating at
+    most ``max_bytes`` (PartTooLarge past it): the streaming decompressors of ``pipeline.chunks``
+    over the bytes in memory, so a bomb costs the bound, not its inflated size."""
+    if compression_of(data[:4], compression) == "NONE" or not data:
+        body: bytes | None = data if max_bytes is None or len(data) <= max_bytes else None
+    else:
+        stream = decompressed(io.BytesIO(data), compression, path)
+        body = read_bounded(stream, sys.maxsize - 1 if max_bytes is None else max_bytes)
+    if body is None:
+        assert max_bytes is not None
+        raise PartTooLarge(path, max_bytes, record=False, kind=kind)
+    return body
 
 
 class FileParseError(FileLoadError):

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import redis
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
@@ -192,7 +191,10 @@ def run(settings: Settings) -> None:
         while not shutdown.requested:
             stream = (
                 spark.readStream.format("floe_files")
+                # URL, user and password file; never the password itself (see pipeline/source.py).
                 .option("redis_url", settings.redis.url)
+                .option("redis_username", settings.redis.username)
+                .option("redis_password_file", str(Path(settings.redis.password_file).absolute()))
                 .option("prefix", settings.redis.prefix)
                 .option("max_files", str(p.max_files_per_batch))
                 .load()

@@ -7,6 +7,7 @@ never travels through Spark itself: pyarrow reads the files from S3 and writes t
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import time
@@ -17,7 +18,6 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 from botocore.exceptions import ClientError
 from pyarrow import fs as pafs
@@ -30,9 +30,16 @@ from floe.errors import FileLoadError
 from floe.runtime import Faults, setup_logging
 from floe.settings import Settings
 from floe.types import arrow_schema
-from pipeline.chunks import STREAMABLE_COMPRESSION, Readable, TransportError, decompressed, record_chunks
+from pipeline.chunks import (
+    STREAMABLE_COMPRESSION,
+    PartTooLarge,
+    Readable,
+    TransportError,
+    decompressed,
+    record_chunks,
+)
 from pipeline.formats import FileParseError, read_csv_part, read_raw
-from pipeline.transform import CompiledCopy, FileCopy, apply_copy, compile_copy, failed_file
+from pipeline.transform import CompiledCopy, FileCopy, apply_copy, compile_copy, failed_file, new_connection
 
 log = logging.getLogger("floe.pipeline.loader")
 
@@ -63,7 +70,7 @@ class _Worker:
         self.source_json = ctx.settings_json
         self.fs = pafs.S3FileSystem(**pyarrow_s3_kwargs(self.settings.aws))
         self.crypto: BlobCrypto = crypto_from_settings(self.settings.encryption.master_key_id, ctx.master_key)
-        self.con = duckdb.connect(config={"threads": 1})
+        self.con = new_connection(memory_limit=self.settings.pipeline.duckdb_memory_limit)
         self.compiled: dict[str, tuple[str, CompiledCopy]] = {}
         self.faults = Faults(self.settings.faults)
         self.pool = ThreadPoolExecutor(max(1, self.settings.pipeline.prefetch_files), "floe-fetch")
@@ -132,11 +139,20 @@ def fetch_file(
     w: _Worker, pipe: Pipe, path: str, *, stream: bool = True
 ) -> bytes | dict[str, Any] | Streamed:
     """A staged file's bytes (or, with ``stream``, Streamed for a large CSV file), or its failure
-    record if it is gone; other S3 errors raise."""
+    record if it is gone or too large to read whole; other S3 errors raise."""
     key = pipe.object_key(path)
     location = f"{pipe.bucket}/{key}"
+    whole_limit = w.settings.pipeline.max_part_bytes
+    stream_limit = _stream_limit(w, pipe) if stream else None
     try:
-        data = _read(w, pipe.bucket, key, _stream_limit(w, pipe) if stream else None)
+        if stream_limit is not None:
+            data = _read(w, pipe.bucket, key, min(stream_limit, whole_limit))
+        else:
+            data = _read(w, pipe.bucket, key, whole_limit)
+            if isinstance(data, Streamed):  # its stored bytes alone are over the bound
+                kind = {"JSON": "JSON", "PARQUET": "Parquet"}.get(pipe.copy_spec.file_format.type.upper(), "")
+                message = PartTooLarge(path, whole_limit, record=False, kind=kind).message
+                return _failed(message, False, size=data.size)
         w.faults.hit("pipeline.reading")
         return data
     except FileNotFoundError:
@@ -148,16 +164,23 @@ def fetch_file(
 
 
 def transform_file(
-    w: _Worker, pipe: Pipe, table: Table, path: str, data: bytes
+    w: _Worker, pipe: Pipe, table: Table, path: str, data: bytes, *, streamable: bool = False
 ) -> tuple[pa.Table | None, dict[str, Any]]:
-    """Parse one file's bytes and apply the pipe's COPY; returns its rows (or None) and its record."""
+    """Parse one file's bytes and apply the pipe's COPY; returns its rows (or None) and its record.
+
+    A file that decompresses past ``pipeline.max_part_bytes`` fails, or with ``streamable`` raises
+    PartTooLarge for the caller to stream it instead.
+    """
     location = f"{pipe.bucket}/{pipe.object_key(path)}"
     compiled: CompiledCopy | None = None
     try:
         compiled = w.compiled_for(pipe, table)
-        raw = read_raw(data, pipe.copy_spec.file_format, path=path)
+        fmt = pipe.copy_spec.file_format
+        raw = read_raw(data, fmt, path=path, max_bytes=w.settings.pipeline.max_part_bytes)
         rows, result = apply_copy(compiled, raw, filename=path, con=w.con)
     except FileLoadError as exc:
+        if streamable and isinstance(exc, PartTooLarge):
+            raise
         if compiled is None:
             return None, _failed(exc.message, False, size=len(data))
         record = failed_file(compiled, exc, path).to_dict()
@@ -209,8 +232,12 @@ def _read(w: _Worker, bucket: str, key: str, limit: int | None = None) -> bytes 
 
 
 @contextmanager
-def _open_stream(w: _Worker, bucket: str, key: str) -> Iterator[Readable]:
-    """A staged object as a buffered stream (pyarrow, or boto3 for keys pyarrow refuses)."""
+def _open_stream(w: _Worker, bucket: str, key: str, data: bytes | None = None) -> Iterator[Readable]:
+    """A staged object as a buffered stream (pyarrow, or boto3 for keys pyarrow refuses), or
+    ``data``, its bytes already read."""
+    if data is not None:
+        yield io.BytesIO(data)
+        return
     try:
         stream: Any = w.fs.open_input_stream(f"{bucket}/{key}", buffer_size=8 << 20)
     except pa.ArrowInvalid:
@@ -222,14 +249,24 @@ def _open_stream(w: _Worker, bucket: str, key: str) -> Iterator[Readable]:
 
 
 def stream_file(
-    w: _Worker, ctx: BatchContext, pipe: Pipe, table: Table, row: dict[str, Any], index: int, size: int
+    w: _Worker,
+    ctx: BatchContext,
+    pipe: Pipe,
+    table: Table,
+    row: dict[str, Any],
+    index: int,
+    size: int,
+    data: bytes | None = None,
 ) -> tuple[list[BlobMeta], dict[str, Any]]:
     """Load one large CSV file part by part: each part is parsed, transformed and written as its own
     blob, so memory is bounded by ``pipeline.chunk_bytes``, not by the file. ``row`` is the file's
-    task row and ``index`` its place in the task (both name the blobs).
+    task row and ``index`` its place in the task (both name the blobs); ``data``, the file's stored
+    bytes when they are already in memory (a small file that inflates too much to read whole).
 
     ON_ERROR is applied to the whole file's counts: when it fails the file, the blobs already
-    written are deleted and none is returned. Returns the blobs and the file's record.
+    written are deleted and none is returned. So is a file that decompresses past
+    ``pipeline.max_file_bytes``, or with a part past ``pipeline.max_part_bytes`` that has not
+    reached a record end. Returns the blobs and the file's record.
     """
     path = row["path"]
     key = pipe.object_key(path)
@@ -246,9 +283,16 @@ def stream_file(
         schema = arrow_schema(table)
         width: int | None = None
         rows_before = lines_before = 0
-        with _open_stream(w, pipe.bucket, key) as raw_stream:
-            body = decompressed(raw_stream, fmt.compression, path)
-            chunks = record_chunks(body, w.settings.pipeline.chunk_bytes, fmt.field_optionally_enclosed_by)
+        limits = w.settings.pipeline
+        with _open_stream(w, pipe.bucket, key, data) as raw_stream:
+            body = decompressed(raw_stream, fmt.compression, path, max_bytes=limits.max_file_bytes)
+            chunks = record_chunks(
+                body,
+                limits.chunk_bytes,
+                fmt.field_optionally_enclosed_by,
+                max_part_bytes=limits.max_part_bytes,
+                path=path,
+            )
             for part, chunk in enumerate(chunks):
                 w.faults.hit("pipeline.reading")
                 try:
@@ -385,6 +429,7 @@ def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> I
         out: list[dict[str, Any]] = []
         ordered = sorted(rows, key=lambda r: r["path"])
         clock = _TaskClock()
+        streamable = _stream_limit(w, pipe) is not None
         fetches = _prefetched(w, pipe, ordered)
         for index, row in enumerate(ordered):
             with clock.waiting():
@@ -396,8 +441,16 @@ def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> I
             elif isinstance(fetched, dict):
                 data, record = None, fetched
             else:
-                with clock.working():
-                    data, record = transform_file(w, pipe, table, row["path"], fetched)
+                try:
+                    with clock.working():
+                        data, record = transform_file(
+                            w, pipe, table, row["path"], fetched, streamable=streamable
+                        )
+                except PartTooLarge:
+                    # Small stored, too large inflated to hold whole: stream the bytes already here.
+                    data = None
+                    streamed, record = stream_file(w, ctx, pipe, table, row, index, len(fetched), fetched)
+                    out.extend(_blob_row(pipe_id, b) for b in streamed)
             record.update(path=row["path"], stream_id=row["stream_id"])
             out.append({"kind": "file", "pipe_id": pipe_id, "payload": json.dumps(record)})
             if data is not None:

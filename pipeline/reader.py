@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 import pyarrow as pa
-import redis
 from pyarrow import fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 
@@ -53,7 +52,7 @@ def read_table(
         crypto = crypto_from_settings(s.encryption.master_key_id, key)
         for batch in batches:
             for name in batch.column("name").to_pylist():
-                data = read_blob(fs, f"{s.pipeline.tables_bucket}/{name}", crypto).cast(schema)
+                data = read_blob(fs, f"{s.pipeline.tables_bucket}/{name}", crypto, name=name).cast(schema)
                 yield from data.to_batches()
 
     names_df = spark.createDataFrame([(n_,) for n_ in names], "name string").repartition(n)

@@ -31,6 +31,8 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
     spark = (
         builder.config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
+        # Hadoop applies its own umask (022) to checkpoint files, not the process's 077.
+        .config("spark.hadoop.fs.permissions.umask-mode", "077")
         .config("spark.driver.memory", p.driver_memory)
         .config("spark.sql.shuffle.partitions", str(max(1, p.partitions)))
         .config("spark.python.worker.reuse", "true")

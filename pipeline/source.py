@@ -4,6 +4,12 @@ Offsets are ``{pipe_id: last stream id}``. Spark writes the planned range of eve
 its offset log before running it, so a replayed batch reads the same entries. Entries are deleted
 by the registrar in the commit that makes their files' rows visible (never earlier), and
 ``commit(end)`` trims anything older as a safety net.
+
+Spark hands the source nothing but string options, which it may log or show in its UI, so the Redis
+password is never one of them: the options name the password file and the user, and the source
+signs in from the file. An explicit password (FLOE_REDIS__PASSWORD, no file) comes from the
+environment, which Spark's Python workers inherit from `floe pipeline`; it takes precedence over the
+file, as it does in ``RedisSettings.resolve_password``.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from pyspark.sql.types import StructType
 
 from floe.catalog import Catalog, Pipe
 from floe.keys import Keys
+from floe.settings import RedisSettings, Settings
 
 SCHEMA = "pipe_id string, path string, size long, received_ms long, stream_id string"
 ZERO = "0-0"
@@ -34,6 +41,17 @@ def _id_key(stream_id: str) -> tuple[int, int]:
     return int(ms), int(seq)
 
 
+def source_redis_settings(options: dict[str, str]) -> RedisSettings:
+    """The Redis settings of a reader, from its options and the environment it inherited."""
+    inherited = Settings().redis
+    return RedisSettings(
+        url=options["redis_url"],
+        username=options.get("redis_username", inherited.username),
+        password_file=options.get("redis_password_file", inherited.password_file),
+        password=inherited.password,
+    )
+
+
 @dataclass
 class PipeRange(InputPartition):  # type: ignore[misc]
     """Entries of one pipe's stream after ``start`` up to and including ``end``."""
@@ -47,12 +65,12 @@ class FileStreamReader(DataSourceStreamReader):  # type: ignore[misc]
     """Plans micro-batches over every unpaused pipe's queue."""
 
     def __init__(self, options: dict[str, str]) -> None:
-        self.url = options["redis_url"]
+        self.redis = source_redis_settings(options)
         self.keys = Keys(options["prefix"])
         self.max_files = int(options.get("max_files", "2000"))
 
     def _client(self) -> redis.Redis:
-        return redis.Redis.from_url(self.url)
+        return self.redis.client()
 
     def initialOffset(self) -> dict[str, Any]:
         return {}

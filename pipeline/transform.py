@@ -32,6 +32,7 @@ that line (CSV; 1 for JSON and Parquet), column = ``"<TABLE>"["<COLUMN>":<ordina
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import re
 import threading
@@ -47,8 +48,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.errors import SqlglotError
+from sqlglot.generators.duckdb import DuckDBGenerator
 
+from floe import sandbox
 from floe.catalog.models import Column, CopySpec, FileFormat, Table
 from floe.errors import CompilationError, FileLoadError
 from floe.types import arrow_schema, duckdb_type, parse_column_type
@@ -171,6 +175,8 @@ class CompiledCopy:
     """Parquet: lower-cased file columns read."""
     parquet_row: bool
     """Parquet: some expression reads the whole row ($1)."""
+    metadata: bool = False
+    """Some expression reads METADATA$FILENAME or METADATA$START_SCAN_TIME (query parameters)."""
     queries: dict[str, _Query] = field(default_factory=dict, compare=False, repr=False)
     """Per-process cache of per-file SQL, keyed by input schema."""
 
@@ -200,9 +206,14 @@ NOT_NULL_MESSAGE = (
 
 INPUT_VIEW = "__floe_input"
 ROW_NUMBER_COLUMN = "__floe_rn"
-_FILENAME_TOKEN = "'__FLOE_FILENAME__'"
-_SCAN_TIME_TOKEN = "'__FLOE_SCAN_TIME__'"
-_PARQUET_ROW_TOKEN = "__floe_parquet_row__"
+# Columns every per-file query's source adds to INPUT_VIEW (see ``_source``): the file's name and
+# scan time come in as prepared-statement parameters, never as text in the SQL, and the Parquet
+# whole row is built from the file's own column names, quoted by sqlglot.
+FILENAME_COLUMN = "__floe_filename"
+SCAN_TIME_COLUMN = "__floe_scan_time"
+PARQUET_ROW_COLUMN = "__floe_row"
+_FILENAME_PARAM = "floe_filename"
+_SCAN_TIME_PARAM = "floe_scan_time"
 
 # AUTO formats from Snowflake's date/time input rules that DuckDB's plain casts do not accept.
 _NTZ_FORMATS = (
@@ -234,24 +245,56 @@ _FALSE_WORDS = ("false", "f", "no", "n", "off", "0")
 _EPOCH_SECONDS_LIMIT = 31536000000
 
 
+# Cached: the same few constants (formats, boolean words, column names) recur in every query built.
+@functools.lru_cache(maxsize=4096)
 def _lit(value: str) -> str:
-    """A DuckDB string literal."""
-    return "'" + value.replace("'", "''") + "'"
+    """A DuckDB string literal, escaped by sqlglot."""
+    return exp.Literal.string(value).sql("duckdb")
 
 
 def _list_lit(values: tuple[str, ...]) -> str:
     return "[" + ", ".join(_lit(v) for v in values) + "]"
 
 
+@functools.lru_cache(maxsize=4096)
 def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+    """A quoted DuckDB identifier, escaped by sqlglot: any name is data, never SQL."""
+    return exp.to_identifier(name, quoted=True).sql("duckdb")
+
+
+class FloeFragment(exp.Expression):
+    """A SQL expression Floe built (a raw column, a conversion...), standing in a user's syntax tree.
+
+    ``this`` is complete DuckDB SQL that the generator emits as it is, in parentheses. It is never
+    searched for in generated text, so nothing the user wrote (a string literal, a quoted name) can
+    be turned into SQL by it.
+    """
+
+    arg_types = {"this": True, "leaf": False, "text": False, "const": False}
+
+
+def _fragment_sql(_generator: Any, node: FloeFragment) -> str:
+    return f"({node.this})"
+
+
+class FloeDuckDB(DuckDB):
+    """DuckDB's dialect, plus Floe's fragments."""
+
+    class Generator(DuckDBGenerator):
+        """DuckDB's generator; a FloeFragment becomes its own SQL."""
+
+        TRANSFORMS = {**DuckDBGenerator.TRANSFORMS, FloeFragment: _fragment_sql}
+
+
+_DIALECT = FloeDuckDB()
 
 
 def _strftime(snowflake_format: str, kind: str) -> str:
     """A Snowflake DATE_FORMAT / TIMESTAMP_FORMAT as a strptime pattern (via sqlglot's mapping)."""
     func = "TO_DATE" if kind == "DATE" else "TO_TIMESTAMP"
     try:
-        node = sqlglot.parse_one(f"{func}(x, {_lit(snowflake_format)})", read="snowflake")
+        fmt_sql = exp.Literal.string(snowflake_format).sql("snowflake")
+        node = sqlglot.parse_one(f"{func}(x, {fmt_sql})", read="snowflake")
     except SqlglotError as exc:
         raise CompilationError(f"invalid format '{snowflake_format}': {exc}") from exc
     fmt = node.args.get("format")
@@ -454,9 +497,9 @@ def _nested_conversion(x: str, ctype: str, precision: int | None, scale: int | N
 # Expression compiler
 
 _METADATA = {
-    "METADATA$FILENAME": _FILENAME_TOKEN,
+    "METADATA$FILENAME": _ident(FILENAME_COLUMN),
     "METADATA$FILE_ROW_NUMBER": _ident(ROW_NUMBER_COLUMN),
-    "METADATA$START_SCAN_TIME": f"CAST({_SCAN_TIME_TOKEN} AS TIMESTAMPTZ)",
+    "METADATA$START_SCAN_TIME": _ident(SCAN_TIME_COLUMN),
 }
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg)
 _COMPARISON = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
@@ -568,41 +611,30 @@ class _ExprCompiler:
         self.fmt_type = fmt_type
         self.target = target
         self.fmt = fmt
-        self.placeholders: dict[str, str] = {}
-        self.text_leaves: set[str] = set()
-        self.leaf_keys: set[str] = set()
-        self.const_keys: set[str] = set()
         self.fields: list[int] = []
         self.parquet_columns: list[str] = []
         self.parquet_row = False
+        self.metadata = False
         self.volatile = False
         self.json_text = False
 
-    # -- placeholders: SQL strings spliced into sqlglot's output after generation
-    def _ph(self, sql: str, *, leaf: bool = False, text_leaf: bool = False) -> exp.Expr:
-        """A placeholder node for ``sql``; leaf: it is a plain input (raw column, path, metadata)."""
-        key = f"__floe_ph_{len(self.placeholders)}__"
-        self.placeholders[key] = sql
-        if leaf:
-            self.leaf_keys.add(key)
-        if text_leaf:
-            self.text_leaves.add(key)
-        return exp.column(key)
-
-    def _expand(self, sql: str) -> str:
-        for key in sorted(self.placeholders, key=len, reverse=True):
-            if key in sql:
-                sql = sql.replace(key, self.placeholders[key])
-        return sql
+    # -- fragments: Floe's SQL as nodes of the tree, generated in place (never spliced into text)
+    @staticmethod
+    def _ph(sql: str, *, leaf: bool = False, text_leaf: bool = False, const: bool = False) -> FloeFragment:
+        """A node for Floe's ``sql``; leaf: a plain input (raw column, path); text_leaf: raw text;
+        const: the same value on every row (METADATA$ columns)."""
+        return FloeFragment(this=sql, leaf=leaf, text=text_leaf, const=const)
 
     def sql(self, node: exp.Expr, as_json: bool) -> str:
-        """DuckDB SQL of a sub-expression, placeholders expanded."""
+        """DuckDB SQL of a sub-expression."""
+        shown = node.sql("snowflake")  # before the rewrite puts fragments in it
         rewritten = self._rewrite(node, as_json)
+        if isinstance(rewritten, FloeFragment):
+            return str(rewritten.this)
         try:
-            generated = rewritten.sql(dialect="duckdb", unsupported_level=sqlglot.ErrorLevel.RAISE)
+            return rewritten.sql(dialect=_DIALECT, unsupported_level=sqlglot.ErrorLevel.RAISE)
         except SqlglotError as exc:
-            raise CompilationError(f"unsupported expression {node.sql('snowflake')}: {exc}") from exc
-        return self._expand(generated)
+            raise CompilationError(f"unsupported expression {shown}: {exc}") from exc
 
     def compile(self, node: exp.Expr) -> tuple[str, bool, bool]:
         """(pre SQL, bare, lenient) for a whole SELECT item."""
@@ -615,14 +647,10 @@ class _ExprCompiler:
             node, lenient = conv[0], conv[2]
         as_json = self.target.type == "VARIANT"
         rewritten = self._rewrite(node, as_json)
-        bare = isinstance(rewritten, exp.Column) and (
-            rewritten.name in self.leaf_keys or rewritten.name in self.const_keys
-        )
-        if isinstance(rewritten, exp.Column) and rewritten.name in self.placeholders:
-            sql = self.placeholders[rewritten.name]
-        else:
-            sql = self._expand(rewritten.sql(dialect="duckdb"))
-        return sql, bare and not self.volatile, lenient
+        if isinstance(rewritten, FloeFragment):
+            bare = bool(rewritten.args.get("leaf") or rewritten.args.get("const"))
+            return str(rewritten.this), bare and not self.volatile, lenient
+        return rewritten.sql(dialect=_DIALECT), False, lenient
 
     # -- the rewrite proper
     def _rewrite(self, node: exp.Expr, as_json: bool) -> exp.Expr:
@@ -688,8 +716,8 @@ class _ExprCompiler:
             return
         for key in keys:
             child = node.args.get(key)
-            if isinstance(child, exp.Column) and child.name in self.text_leaves:
-                node.set(key, self._ph(f"CAST({self.placeholders[child.name]} AS DOUBLE)"))
+            if isinstance(child, FloeFragment) and child.args.get("text"):
+                node.set(key, self._ph(f"CAST({child.this} AS DOUBLE)"))
 
     def _param(self, n: int, as_json: bool) -> exp.Expr:
         if self.fmt_type == "CSV":
@@ -705,7 +733,7 @@ class _ExprCompiler:
             col = _ident("c1")
             return self._ph(col, leaf=True)
         self.parquet_row = True
-        return self._ph(_PARQUET_ROW_TOKEN, leaf=True)
+        return self._ph(_ident(PARQUET_ROW_COLUMN), leaf=True)
 
     def _path(self, n: int, parts: list[exp.Expr], as_json: bool) -> exp.Expr:
         """``$n:a.b[0]``: text extraction, or JSON when the value goes into a VARIANT or JSON function."""
@@ -734,21 +762,18 @@ class _ExprCompiler:
                 base = _ident("c1")  # documents were validated by read_raw
             rest = parts
         path = exp.JSONPath(expressions=rest)
-        base_node = exp.column("__floe_base__")
-        text_sql = exp.JSONExtractScalar(this=base_node, expression=path).sql("duckdb")
-        text_sql = text_sql.replace("__floe_base__", base)
         if as_json:
             self.json_text = True
-            json_sql = exp.JSONExtract(this=base_node, expression=path.copy()).sql("duckdb")
-            return self._ph(json_sql.replace("__floe_base__", base), leaf=True)
+            json_sql = exp.JSONExtract(this=self._ph(base), expression=path).sql(dialect=_DIALECT)
+            return self._ph(json_sql, leaf=True)
+        text_sql = exp.JSONExtractScalar(this=self._ph(base), expression=path).sql(dialect=_DIALECT)
         return self._ph(text_sql, leaf=True, text_leaf=True)
 
     def _column(self, node: exp.Column) -> exp.Expr:
         name = node.name.upper()
         if name in _METADATA:
-            ph = self._ph(_METADATA[name])
-            self.const_keys.add(ph.name)
-            return ph
+            self.metadata = self.metadata or name != "METADATA$FILE_ROW_NUMBER"
+            return self._ph(_METADATA[name], const=True)
         if name.startswith("METADATA$"):
             raise CompilationError(f"{name} is not supported by Floe")
         if node.table and name in ("NEXTVAL", "CURRVAL"):
@@ -816,6 +841,7 @@ def compile_copy(copy: CopySpec, table: Table, fmt_type: str | None = None) -> C
     plans: list[_Plan] = []
     parquet_columns: list[str] = []
     parquet_row = False
+    metadata = False
     max_field = 0
     for i, col in enumerate(targets):
         display = _display(short, col, ordinals[col.name])
@@ -839,6 +865,7 @@ def compile_copy(copy: CopySpec, table: Table, fmt_type: str | None = None) -> C
             )
             parquet_columns += [c for c in comp.parquet_columns if c not in parquet_columns]
             parquet_row = parquet_row or comp.parquet_row
+            metadata = metadata or comp.metadata
             max_field = max([max_field, *comp.fields])
         elif kind == "CSV":
             plan = _Plan(col, ordinals[col.name], display, _ident(f"c{i + 1}"), fields=(i + 1,))
@@ -850,7 +877,7 @@ def compile_copy(copy: CopySpec, table: Table, fmt_type: str | None = None) -> C
             plan = _Plan(col, ordinals[col.name], display, doc, json_text=is_variant)
         else:
             if len(targets) == 1 and col.type == "VARIANT":
-                plan = _Plan(col, ordinals[col.name], display, _PARQUET_ROW_TOKEN)
+                plan = _Plan(col, ordinals[col.name], display, _ident(PARQUET_ROW_COLUMN))
                 parquet_row = True
             else:
                 name = col.name.lower()
@@ -874,6 +901,7 @@ def compile_copy(copy: CopySpec, table: Table, fmt_type: str | None = None) -> C
         max_field=max_field,
         parquet_columns=tuple(parquet_columns),
         parquet_row=parquet_row,
+        metadata=metadata,
     )
     if kind in ("CSV", "JSON"):
         # The raw table's shape is known now: bind the query once, so mistakes fail CREATE PIPE.
@@ -907,16 +935,19 @@ _LOCAL = threading.local()
 _CONFIGURED: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()
 
 
-def new_connection() -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection set up for apply_copy: one thread, UTC session time zone."""
-    con = duckdb.connect(config={"threads": 1})
-    _configure(con)
+def new_connection(memory_limit: str = "1GB") -> duckdb.DuckDBPyConnection:
+    """A sandboxed DuckDB connection for apply_copy: one thread, UTC, no files, network or extensions."""
+    con = sandbox.connect(threads=1, memory_limit=memory_limit)
+    _CONFIGURED.add(con)
     return con
 
 
 def _configure(con: duckdb.DuckDBPyConnection) -> None:
-    # TIMESTAMP_TZ values without an offset, and NTZ -> TZ casts, use the session zone: make it UTC.
-    con.execute("SET TimeZone = 'UTC'")
+    # TIMESTAMP_TZ values without an offset, and NTZ -> TZ casts, use the session zone: it must be
+    # UTC. A sandboxed connection already is, and its configuration is locked: only SET when needed.
+    zone = con.sql("SELECT current_setting('TimeZone')").fetchall()[0][0]
+    if zone != "UTC":
+        con.execute("SET TimeZone = 'UTC'")
     _CONFIGURED.add(con)
 
 
@@ -947,7 +978,7 @@ def _empty_input(compiled: CompiledCopy) -> pa.Table:
 
 
 def _input_table(compiled: CompiledCopy, raw: RawFile) -> tuple[pa.Table, str]:
-    """The table DuckDB reads, and the SQL standing for the whole Parquet row (if any)."""
+    """The table DuckDB reads, and the SQL of the whole Parquet row (if any) over it."""
     n = raw.num_rows
     rn = pc.add(raw.row_numbers, raw.row_offset) if raw.row_offset else raw.row_numbers
     if compiled.format == "CSV":
@@ -970,18 +1001,42 @@ def _input_table(compiled: CompiledCopy, raw: RawFile) -> tuple[pa.Table, str]:
         cols[name] = raw.table.column(idx) if idx is not None else pa.nulls(n, pa.string())
     row_sql = ""
     if compiled.parquet_row:
-        fields = []
+        # The file's column names are data: sqlglot quotes them as struct keys.
+        fields: list[exp.Expr] = []
         for i, name in enumerate(raw.table.column_names):
             alias = f"__floe_pq_{i}"
             cols[alias] = raw.table.column(i)
-            fields.append(f"{_ident(name)} := {_ident(alias)}")
-        row_sql = f"to_json(struct_pack({', '.join(fields)}))" if fields else "to_json(MAP {})"
+            value = exp.column(exp.to_identifier(alias, quoted=True))
+            fields.append(exp.PropertyEQ(this=exp.to_identifier(name, quoted=True), expression=value))
+        row_sql = (
+            exp.Anonymous(this="to_json", expressions=[exp.Struct(expressions=fields)]).sql("duckdb")
+            if fields
+            else "to_json(MAP {})"
+        )
     cols[ROW_NUMBER_COLUMN] = rn
     return pa.table(cols), row_sql
 
 
-def _with_row(sql: str, row_sql: str) -> str:
-    return sql.replace(_PARQUET_ROW_TOKEN, row_sql) if row_sql else sql
+def _source(compiled: CompiledCopy, row_sql: str) -> str:
+    """What per-file queries read: INPUT_VIEW, plus the columns the pipe's expressions read beyond
+    it: the file's name and scan time (bound as parameters, see ``_params``) and, for Parquet, the
+    whole row as JSON."""
+    extra = []
+    if compiled.metadata:
+        extra += [
+            f"${_FILENAME_PARAM} AS {_ident(FILENAME_COLUMN)}",
+            f"CAST(${_SCAN_TIME_PARAM} AS TIMESTAMPTZ) AS {_ident(SCAN_TIME_COLUMN)}",
+        ]
+    if row_sql:
+        extra.append(f"{row_sql} AS {_ident(PARQUET_ROW_COLUMN)}")
+    return f"(SELECT *, {', '.join(extra)} FROM {INPUT_VIEW})" if extra else INPUT_VIEW
+
+
+def _params(compiled: CompiledCopy, filename: str, scan_time: str) -> dict[str, str]:
+    """The values of ``_source``'s parameters (DuckDB refuses values for parameters it lacks)."""
+    if not compiled.metadata:
+        return {}
+    return {_FILENAME_PARAM: filename, _SCAN_TIME_PARAM: scan_time}
 
 
 def _query_for(
@@ -993,14 +1048,16 @@ def _query_for(
     if cached is not None:
         return cached
     plans = compiled.plans
-    pre = [_with_row(p.pre, row_sql) if p.pre is not None else None for p in plans]
+    pre = [p.pre for p in plans]
+    source = _source(compiled, row_sql)
+    probe_params = _params(compiled, "", "1970-01-01T00:00:00+00:00")
     con.register(INPUT_VIEW, inp.schema.empty_table())
     try:
         typed = [(k, s) for k, s in enumerate(pre) if s is not None]
         types: dict[int, str] = {}
         if typed:
             probe = ", ".join(f"{s} AS __p{k}" for k, s in typed)
-            rel = con.sql(f"SELECT {probe} FROM {INPUT_VIEW}")
+            rel = con.sql(f"SELECT {probe} FROM {source}", params=probe_params)
             types = {k: str(t) for (k, _), t in zip(typed, rel.types, strict=True)}
         layer1: list[str] = ["*"]  # input columns stay visible: layer 2 re-evaluates failed rows
         layer2: list[str] = []
@@ -1044,10 +1101,11 @@ def _query_for(
                 layer3.append(f"CAST(CASE {' '.join(checks)} ELSE 0 END AS UTINYINT) AS e{k}")
                 status.append(k)
         outputs = [f"__v{k} AS o{i}" for i, k in enumerate(compiled.output)]
-        inner = f"SELECT {', '.join(layer1)} FROM {INPUT_VIEW}"
+        inner = f"SELECT {', '.join(layer1)} FROM {source}"
         middle = f"SELECT {', '.join(layer2) or '1 AS __floe_dummy'} FROM ({inner})"
         sql_all = f"SELECT {', '.join(outputs + layer3)} FROM ({middle})"
-        _ = con.sql(sql_all).types  # bind now: a type error is the pipe's fault, not the file's
+        # Bind now: a type error is the pipe's fault, not the file's.
+        _ = con.sql(sql_all, params=probe_params).types
         query = _Query(sql_all, tuple(pre_try), tuple(status), tuple(slow))
     finally:
         con.unregister(INPUT_VIEW)
@@ -1055,10 +1113,6 @@ def _query_for(
         compiled.queries.clear()
     compiled.queries[key] = query
     return query
-
-
-def _bind_tokens(sql: str, filename: str, scan_time: str) -> str:
-    return sql.replace(_FILENAME_TOKEN, _lit(filename)).replace(_SCAN_TIME_TOKEN, _lit(scan_time))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1146,15 +1200,21 @@ _DUCK_MESSAGES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], tuple[str,
 ]
 
 
+_ERROR_CLASS = re.compile(r"[A-Za-z ]+Error: ")
+
+
 def _duckdb_message(exc: Exception) -> tuple[str, str]:
     """A DuckDB evaluation error in Snowflake's words where there is an equivalent."""
     text = str(exc)
+    cls = _ERROR_CLASS.match(text)
+    body = text[cls.end() :] if cls else text
+    # Anchored: the message quotes the file's value, and a search from every position of a
+    # value that repeats a message's prefix would be quadratic in the value's length.
     for pattern, render in _DUCK_MESSAGES:
-        m = pattern.search(text)
+        m = pattern.match(body)
         if m:
             return render(m)
-    line = _first_line(text)
-    return CODE_OTHER, re.sub(r"^[A-Za-z ]+Error: ", "", line)
+    return CODE_OTHER, _first_line(body)
 
 
 def _field_character(raw: RawFile, line: int, field_no: int) -> int:
@@ -1269,17 +1329,19 @@ def _fails(compiled: CompiledCopy, errors: int, rows_parsed: int, loaded: int) -
     return True  # SKIP_FILE
 
 
-def _run(con: duckdb.DuckDBPyConnection, sql: str, table: pa.Table) -> pa.Table:
+def _run(con: duckdb.DuckDBPyConnection, sql: str, table: pa.Table, params: dict[str, str]) -> pa.Table:
     con.register(INPUT_VIEW, table)
     try:
-        return con.sql(sql).to_arrow_table()
+        return con.sql(sql, params=params).to_arrow_table()
     finally:
         con.unregister(INPUT_VIEW)
 
 
-def _raises(con: duckdb.DuckDBPyConnection, sql: str, table: pa.Table) -> Exception | None:
+def _raises(
+    con: duckdb.DuckDBPyConnection, sql: str, table: pa.Table, params: dict[str, str]
+) -> Exception | None:
     try:
-        _run(con, sql, table)
+        _run(con, sql, table, params)
     except duckdb.Error as exc:
         return exc
     return None
@@ -1295,8 +1357,9 @@ def apply_copy(
     """Transform one parsed file into rows of the target table and its load-history result.
 
     Returns the rows to load (exactly ``compiled.schema``; empty when the file fails) and the
-    FileResult. ``con``: a DuckDB connection owned by the calling thread (``new_connection()``; any
-    connection works, its session time zone is set to UTC); by default a per-thread one.
+    FileResult. ``con``: a DuckDB connection owned by the calling thread, by default a per-thread
+    ``new_connection()``. Pass a ``new_connection()`` too: it is the sandboxed one (a plain
+    connection also works, set to UTC, but it can read files if an expression ever reached them).
     Raises FileLoadError only for failures of the whole file.
     """
     copy = FileCopy(compiled, filename)
@@ -1401,9 +1464,9 @@ class _FileRun:
     raw: RawFile
     con: duckdb.DuckDBPyConnection
     filename: str
-    scan_time: str
+    params: dict[str, str]
     inp: pa.Table
-    row_sql: str
+    source: str
     query: _Query
     result: pa.Table
 
@@ -1413,24 +1476,18 @@ class _FileRun:
     ) -> _FileRun:
         """Run the main query."""
         inp, row_sql = _input_table(compiled, raw)
-        scan_time = dt.datetime.now(dt.UTC).isoformat()
+        params = _params(compiled, filename, dt.datetime.now(dt.UTC).isoformat())
         try:
             # Parquet queries are bound here, against the file's own column types.
             query = _query_for(compiled, inp, con, row_sql)
-            result = _run(con, _bind_tokens(query.sql, filename, scan_time), inp)
+            result = _run(con, query.sql, inp, params)
         except duckdb.Error as exc:
             raise FileLoadError(f"Transform failed: {_first_line(str(exc))}", file=filename) from exc
-        return cls(compiled, raw, con, filename, scan_time, inp, row_sql, query, result)
+        return cls(compiled, raw, con, filename, params, inp, _source(compiled, row_sql), query, result)
 
     def sql(self, expr: str, alias: str = "x") -> str:
-        """A query evaluating one expression over INPUT_VIEW, tokens bound."""
-        return _bind_tokens(
-            f"SELECT {_with_row(expr, self.row_sql)} AS {alias} FROM {INPUT_VIEW}", *self._tokens
-        )
-
-    @property
-    def _tokens(self) -> tuple[str, str]:
-        return self.filename, self.scan_time
+        """A query evaluating one expression over the file's rows (run with ``self.params``)."""
+        return f"SELECT {expr} AS {alias} FROM {self.source}"
 
     def check_rows(self) -> tuple[np.ndarray, tuple[int, int, int] | None]:
         """Error mask over the rows, and (row, plan, status) of the first error.
@@ -1467,12 +1524,8 @@ class _FileRun:
         rows = np.flatnonzero(status == 1)
         target = duckdb_type(plan.column)
         pre = self.query.pre_try[k] or "NULL"
-        sql = _bind_tokens(
-            f"SELECT CAST({self.query.slow[k]} AS {target}) AS v FROM "
-            f"(SELECT {_with_row(pre, self.row_sql)} AS p FROM {INPUT_VIEW})",
-            *self._tokens,
-        )
-        values = _run(self.con, sql, self.inp.take(pa.array(rows))).column(0)
+        sql = f"SELECT CAST({self.query.slow[k]} AS {target}) AS v FROM ({self.sql(pre, 'p')})"
+        values = _run(self.con, sql, self.inp.take(pa.array(rows)), self.params).column(0)
         converted = values.is_valid().to_numpy(zero_copy_only=False)
         if not converted.any():
             return
@@ -1495,10 +1548,10 @@ class _FileRun:
         if status == 4:
             code, message = CODE_NOT_NULL, NOT_NULL_MESSAGE
         elif status == 1:
-            value = _run(self.con, self.sql(self.query.pre_try[plan_index] or "NULL"), one)
+            value = _run(self.con, self.sql(self.query.pre_try[plan_index] or "NULL"), one, self.params)
             code, message = _conversion_message(plan.column, value.column(0)[0].as_py())
         else:
-            exc = _raises(self.con, self.sql(plan.pre or "NULL"), one)
+            exc = _raises(self.con, self.sql(plan.pre or "NULL"), one, self.params)
             code, message = (
                 _duckdb_message(exc) if exc is not None else (CODE_OTHER, "Expression evaluation failed")
             )

@@ -3,12 +3,15 @@
 Authentication follows Snowflake's key-pair scheme. A token is an RS256 JWT whose ``sub`` is
 ``ACCOUNT.USER`` and whose ``iss`` is ``ACCOUNT.USER.SHA256:<fingerprint>``; the fingerprint picks
 one of the user's two registered public keys (RSA_PUBLIC_KEY or RSA_PUBLIC_KEY_2) and the
-signature must verify with it. Every failure names the check that failed, and never echoes the
-token or a key.
+signature must verify with it. A failure of the token's form (malformed, wrong algorithm or
+account, expired) names the check that failed; an unknown user, a user without a key, a fingerprint
+that matches none of the user's keys and a bad signature all get the one message ``NO_MATCHING_KEY``,
+so an answer never tells whether a user exists. No answer echoes the token or a key.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterable
@@ -22,7 +25,15 @@ from floe.errors import AuthenticationFailed, PermissionDenied
 from floe.keypair import InvalidKey, fingerprint, load_public_key
 from floe.settings import AuthSettings
 
+log = logging.getLogger("floe.api.auth")
+
 TOKEN_TYPE = "KEYPAIR_JWT"
+NO_MATCHING_KEY = (
+    "JWT token is invalid: no user of this account has a registered public key that matches the "
+    "fingerprint in 'iss' and verifies the signature. Check the user in 'sub' and 'iss', and register "
+    "the key's public half with ALTER USER ... SET RSA_PUBLIC_KEY."
+)
+"""The one answer for an unknown user, a user without a key, a wrong fingerprint and a bad signature."""
 _MS_THRESHOLD = 10**11  # a timestamp above this (year 5138 in seconds) must be in milliseconds
 
 
@@ -44,9 +55,30 @@ class Principal:
         return cls(user.name, frozenset(user.roles) | {"PUBLIC"})
 
 
+class RejectedToken(AuthenticationFailed):
+    """A well-formed token that does not authenticate: an attempt the failed-login limit counts.
+
+    Requests without a token, or with one that is not even a JWT, cost nothing to refuse and
+    tell an attacker nothing, so they are not counted.
+    """
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a request's token names, as the API's gate admitted it before the body was read.
+
+    ``principal`` is set when the token was verified for this request; a token verified before
+    carries only its user and key fingerprint, which ``Authenticator.resolve`` confirms.
+    """
+
+    user: str
+    fingerprint: str
+    principal: Principal | None
+
+
 def _seconds(value: object, claim: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise AuthenticationFailed(f"JWT token is invalid: the '{claim}' claim must be a number.")
+        raise RejectedToken(f"JWT token is invalid: the '{claim}' claim must be a number.")
     return value / 1000 if value > _MS_THRESHOLD else float(value)
 
 
@@ -102,9 +134,46 @@ class Authenticator:
             user = self.catalog.find(User, name)
             if user is not None and fp in self._user_keys(user):
                 if now > exp + self.settings.clock_skew_s:
-                    raise AuthenticationFailed("JWT token is invalid: it has expired; sign a new one.")
+                    raise RejectedToken("JWT token is invalid: it has expired; sign a new one.")
                 return Principal.of(user)
         return self._verify(token, now)
+
+    def admit(self, authorization: str | None, token_type: str | None = None) -> Identity:
+        """``authenticate``, as an Identity the request carries to its route."""
+        principal = self.authenticate(authorization, token_type)
+        return Identity(principal.user, "", principal)
+
+    def admit_cached(self, authorization: str | None, token_type: str | None = None) -> Identity | None:
+        """The Identity of a token this process verified before and that has not expired, without
+        any I/O (so on the event loop); None sends the caller to ``admit``.
+
+        Its user and key are confirmed by ``resolve`` in the route's own catalog read: the SDK
+        sends one token for ~54 minutes, and a second lookup per call would cost a Redis round
+        trip and a thread hop on the insertFiles path.
+        """
+        if not authorization or (token_type is not None and token_type.strip().upper() != TOKEN_TYPE):
+            return None
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        with self._lock:
+            cached = self._verified.get(token.strip())
+        if cached is None or time.time() > cached[2] + self.settings.clock_skew_s:
+            return None
+        return Identity(cached[0], cached[1], None)
+
+    def resolve(self, identity: Identity) -> Principal:
+        """The Principal an admitted request acts as, read from the catalog (pin it to share the read).
+
+        A token admitted from the cache must still name a user that holds its key, so removing a
+        key takes effect at once.
+        """
+        if identity.principal is not None:
+            return identity.principal
+        user = self.catalog.find(User, identity.user)
+        if user is None or identity.fingerprint not in self._user_keys(user):
+            raise AuthenticationFailed(NO_MATCHING_KEY)
+        return Principal.of(user)
 
     def _verify(self, token: str, now: float) -> Principal:
         try:
@@ -114,40 +183,35 @@ class Authenticator:
             raise AuthenticationFailed("JWT token is invalid: it is not a well-formed JWT.") from None
         alg = str(header.get("alg"))
         if alg != "RS256":
-            raise AuthenticationFailed(
+            raise RejectedToken(
                 f"JWT token is invalid: algorithm '{alg}' is not accepted; sign with RS256 and a key pair."
             )
         sub, iss = claims.get("sub"), claims.get("iss")
         if not isinstance(sub, str) or not isinstance(iss, str):
-            raise AuthenticationFailed("JWT token is invalid: the 'sub' and 'iss' claims are required.")
+            raise RejectedToken("JWT token is invalid: the 'sub' and 'iss' claims are required.")
         account, _, user_name = sub.upper().partition(".")
         if not user_name:
-            raise AuthenticationFailed("JWT token is invalid: 'sub' must be ACCOUNT.USER.")
+            raise RejectedToken("JWT token is invalid: 'sub' must be ACCOUNT.USER.")
         if account != self.account:
-            raise AuthenticationFailed(
+            raise RejectedToken(
                 f"JWT token is invalid: it is for account '{account}', but this is account "
                 f"'{self.account}'. Pass account='{self.account}' to the client."
             )
         prefix = f"{account}.{user_name}."
         if not iss.upper().startswith(prefix) or not iss[len(prefix) :].startswith("SHA256:"):
-            raise AuthenticationFailed(
+            raise RejectedToken(
                 "JWT token is invalid: 'iss' must be ACCOUNT.USER.SHA256:<public key fingerprint> "
                 "for the same user as 'sub'."
             )
         fp = iss[len(prefix) :]
         user = self.catalog.find(User, user_name)
         keys = self._user_keys(user) if user is not None else {}
-        if user is None or not keys:
-            raise AuthenticationFailed(
-                f"JWT token is invalid: user '{user_name}' does not exist or has no RSA public key."
-            )
         key = keys.get(fp)
-        if key is None:
-            raise AuthenticationFailed(
-                f"JWT token is invalid: the public key fingerprint does not match RSA_PUBLIC_KEY or "
-                f"RSA_PUBLIC_KEY_2 of user '{user_name}'. Register the key with ALTER USER ... SET "
-                "RSA_PUBLIC_KEY."
-            )
+        if user is None or key is None:
+            # The operator's log says which; the caller's answer must not (user enumeration).
+            why = "no such user" if user is None else "no registered key has this fingerprint"
+            log.info("authentication failed for user %r: %s", user_name[:128], why)
+            raise RejectedToken(NO_MATCHING_KEY)
         try:
             jwt.decode(
                 token,
@@ -156,19 +220,18 @@ class Authenticator:
                 options={"verify_exp": False, "verify_iat": False, "verify_nbf": False, "verify_aud": False},
             )
         except jwt.PyJWTError:
-            raise AuthenticationFailed(
-                "JWT token is invalid: the signature does not verify with the user's public key."
-            ) from None
+            log.info("authentication failed for user %r: the signature does not verify", user_name[:128])
+            raise RejectedToken(NO_MATCHING_KEY) from None
         if "iat" not in claims or "exp" not in claims:
-            raise AuthenticationFailed("JWT token is invalid: the 'iat' and 'exp' claims are required.")
+            raise RejectedToken("JWT token is invalid: the 'iat' and 'exp' claims are required.")
         iat, exp = _seconds(claims["iat"], "iat"), _seconds(claims["exp"], "exp")
         skew = self.settings.clock_skew_s
         if now > exp + skew:
-            raise AuthenticationFailed("JWT token is invalid: it has expired; sign a new one.")
+            raise RejectedToken("JWT token is invalid: it has expired; sign a new one.")
         if iat > now + skew:
-            raise AuthenticationFailed("JWT token is invalid: it was issued in the future (check the clock).")
+            raise RejectedToken("JWT token is invalid: it was issued in the future (check the clock).")
         if exp - iat > self.settings.max_token_lifetime_s + skew:
-            raise AuthenticationFailed(
+            raise RejectedToken(
                 f"JWT token is invalid: exp is more than {self.settings.max_token_lifetime_s} s after iat."
             )
         with self._lock:
@@ -214,24 +277,50 @@ def require_admin(principal: Principal, action: str) -> None:
 
 
 class RateLimiter:
-    """A token bucket per user; ``rate`` 0 turns it off."""
+    """A token bucket per key (a user, a client address); ``rate`` 0 turns it off.
 
-    def __init__(self, rate: float, burst: int) -> None:
+    At most ``max_keys`` buckets are kept, least recently used dropped first, so callers that
+    rotate user names or addresses cannot grow it without bound. A dropped bucket starts full
+    again, which only helps a caller that touched none of the other ``max_keys`` keys since.
+    """
+
+    def __init__(self, rate: float, burst: int, max_keys: int = 65_536) -> None:
         self.rate = rate
         self.burst = max(1, burst)
+        self.max_keys = max(1, max_keys)
+        # Insertion order is recency: every touch pops and re-inserts its key.
         self._buckets: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
-    def retry_after(self, user: str) -> float | None:
-        """None if the request may go ahead, else seconds until it may."""
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def _tokens(self, key: str, now: float) -> float:
+        hit = self._buckets.get(key)
+        if hit is None:
+            return float(self.burst)
+        return min(float(self.burst), hit[0] + (now - hit[1]) * self.rate)
+
+    def retry_after(self, key: str) -> float | None:
+        """Take one token: None if the request may go ahead, else seconds until it may."""
         if self.rate <= 0:
             return None
         now = time.monotonic()
         with self._lock:
-            tokens, last = self._buckets.get(user, (float(self.burst), now))
-            tokens = min(float(self.burst), tokens + (now - last) * self.rate)
+            tokens = self._tokens(key, now)
+            self._buckets.pop(key, None)
             if tokens < 1:
-                self._buckets[user] = (tokens, now)
+                self._buckets[key] = (tokens, now)
                 return (1 - tokens) / self.rate
-            self._buckets[user] = (tokens - 1, now)
+            self._buckets[key] = (tokens - 1, now)
+            while len(self._buckets) > self.max_keys:
+                del self._buckets[next(iter(self._buckets))]
             return None
+
+    def peek(self, key: str) -> float | None:
+        """Like ``retry_after``, but takes no token and remembers nothing."""
+        if self.rate <= 0:
+            return None
+        with self._lock:
+            tokens = self._tokens(key, time.monotonic())
+        return None if tokens >= 1 else (1 - tokens) / self.rate

@@ -24,9 +24,12 @@ import pyarrow as pa
 import redis
 from pyarrow import fs as pafs
 from sqlglot import exp
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+from sqlglot.optimizer.scope import Scope, build_scope
 
+from floe import sandbox
 from floe.aws import pyarrow_s3_kwargs
-from floe.blobs import BlobCrypto, crypto_from_settings, read_blob
+from floe.blobs import BlobCrypto, crypto_from_settings, open_stats, read_blob
 from floe.catalog import Catalog, Pipe, Table
 from floe.catalog.ddl import Defaults, qualify
 from floe.errors import CompilationError, ObjectNotFound, SqlError
@@ -34,6 +37,7 @@ from floe.history import COPY_HISTORY_STATUS, FileState, read_states
 from floe.keys import Keys
 from floe.settings import Settings
 from floe.types import arrow_schema
+from services.functions import check_functions, function_name
 
 
 @dataclass
@@ -203,6 +207,255 @@ def copy_history_row(state: FileState, table: Table, pipe: Pipe) -> dict[str, An
     }
 
 
+_HISTORY_ARGS = frozenset({"TABLE_NAME", "START_TIME", "END_TIME"})
+_BOUND_HELP = (
+    "COPY_HISTORY START_TIME and END_TIME accept a timestamp string ('2024-05-01 12:00:00'), "
+    "CURRENT_TIMESTAMP() or SYSDATE(), a cast of one of those (::TIMESTAMP_LTZ), or "
+    "DATEADD(<unit>, <integer>, <one of those>)"
+)
+_NOW = (exp.CurrentTimestamp, exp.CurrentTimestampLTZ, exp.Systimestamp, exp.Localtimestamp, exp.CurrentDate)
+_ADD = (exp.DateAdd, exp.TimestampAdd, exp.TimeAdd, exp.TsOrDsAdd, exp.DateSub, exp.TimestampSub)
+_TIMESTAMP_TYPES = {
+    exp.DType.DATE,
+    exp.DType.DATETIME,
+    exp.DType.TIMESTAMP,
+    exp.DType.TIMESTAMPLTZ,
+    exp.DType.TIMESTAMPNTZ,
+    exp.DType.TIMESTAMPTZ,
+}
+_STEP = {
+    "MICROSECOND": dt.timedelta(microseconds=1),
+    "MILLISECOND": dt.timedelta(milliseconds=1),
+    "SECOND": dt.timedelta(seconds=1),
+    "MINUTE": dt.timedelta(minutes=1),
+    "HOUR": dt.timedelta(hours=1),
+    "DAY": dt.timedelta(days=1),
+    "WEEK": dt.timedelta(weeks=1),
+}
+_MONTHS = {"MONTH": 1, "QUARTER": 3, "YEAR": 12}
+_TO_TIMESTAMP = {"TO_TIMESTAMP", "TO_TIMESTAMP_LTZ", "TO_TIMESTAMP_NTZ", "TO_TIMESTAMP_TZ"}
+
+
+def _bound_error(node: exp.Expr) -> CompilationError:
+    return CompilationError(f"{_BOUND_HELP}; got {node.sql('snowflake')[:200]}")
+
+
+def _integer(node: exp.Expr) -> int:
+    """An integer literal, possibly negated or signed."""
+    sign = 1
+    while isinstance(node, exp.Neg | exp.Paren):
+        if isinstance(node, exp.Neg):
+            sign = -sign
+        node = node.this
+    if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit() and len(node.this) < 12:
+        return sign * int(node.this)
+    raise _bound_error(node)
+
+
+def _add_months(when: dt.datetime, months: int) -> dt.datetime:
+    """``when`` moved by whole months, the day clamped to the target month's end (as Snowflake)."""
+    index = when.year * 12 + when.month - 1 + months
+    year, month = divmod(index, 12)
+    if not 1 <= year <= 9999:
+        raise OverflowError
+    next_first = dt.date(year + (month + 1) // 12, (month + 1) % 12 + 1, 1)
+    last = (next_first - dt.timedelta(days=1)).day
+    return when.replace(year=year, month=month + 1, day=min(when.day, last))
+
+
+def evaluate_bound(node: exp.Expr, now: dt.datetime) -> dt.datetime:
+    """A COPY_HISTORY START_TIME / END_TIME, evaluated by Floe (never by DuckDB), in UTC.
+
+    Only literal expressions are accepted (see ``_BOUND_HELP``): a bound that DuckDB evaluated
+    would answer one bit of anything the query could read (issue 9, item 3).
+    """
+    if isinstance(node, exp.Paren):
+        return evaluate_bound(node.this, now)
+    if isinstance(node, exp.Literal) and node.is_string:
+        text = str(node.this).strip()
+        try:
+            parsed = dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise CompilationError(f"Timestamp '{text[:100]}' is not recognized; {_BOUND_HELP}") from None
+        return parsed.replace(tzinfo=dt.UTC) if parsed.tzinfo is None else parsed.astimezone(dt.UTC)
+    if isinstance(node, _NOW) and not node.args.get("this"):
+        if isinstance(node, exp.CurrentDate):
+            return now.replace(hour=0, minute=0, second=0, microsecond=0)
+        return now
+    if isinstance(node, exp.Cast | exp.TryCast) and node.to.this in _TIMESTAMP_TYPES:
+        value = evaluate_bound(node.this, now)
+        if node.to.this is exp.DType.DATE:
+            return value.replace(hour=0, minute=0, second=0, microsecond=0)
+        return value
+    if isinstance(node, exp.Anonymous) and node.name.upper() in _TO_TIMESTAMP and len(node.expressions) == 1:
+        return evaluate_bound(node.expressions[0], now)
+    if isinstance(node, _ADD):
+        unit = node.args.get("unit")
+        unit_name = (unit.name if unit is not None else "DAY").upper().rstrip("S")
+        count = _integer(node.expression)
+        if isinstance(node, exp.DateSub | exp.TimestampSub):
+            count = -count
+        base = evaluate_bound(node.this, now)
+        try:
+            if unit_name in _MONTHS:
+                return _add_months(base, count * _MONTHS[unit_name])
+            if unit_name in _STEP:
+                return base + count * _STEP[unit_name]
+        except OverflowError:
+            raise CompilationError(f"DATEADD result is out of range; {_BOUND_HELP}") from None
+        raise CompilationError(
+            f"unsupported DATEADD unit {unit_name}; use one of {', '.join(sorted({*_STEP, *_MONTHS}))}"
+        )
+    raise _bound_error(node)
+
+
+def _table_function_error(name: str) -> CompilationError:
+    return CompilationError(
+        f"Unknown table function {name}; the only table function is "
+        "TABLE(INFORMATION_SCHEMA.COPY_HISTORY(...))",
+        code="002140",
+        sql_state="42601",
+    )
+
+
+def _copy_history_call(fn: exp.TableFromRows) -> exp.Anonymous:
+    """The COPY_HISTORY call inside TABLE(...), or a refusal for any other table function."""
+    inner = fn.this
+    if isinstance(inner, exp.Dot):
+        schema = inner.this
+        if not (isinstance(schema, exp.Identifier) and schema.name.upper() == "INFORMATION_SCHEMA"):
+            raise _table_function_error(inner.sql("snowflake")[:100])
+        inner = inner.expression
+    if isinstance(inner, exp.Anonymous) and inner.name.upper() == "COPY_HISTORY":
+        return inner
+    name = function_name(inner) if isinstance(inner, exp.Func) else inner.sql("snowflake")[:100]
+    raise _table_function_error(name)
+
+
+_SOURCES = (exp.Table, exp.Subquery, exp.Values, exp.TableFromRows, exp.Lateral)
+
+
+def _refuse_table_functions(query: exp.Expr) -> None:
+    """Refuse anything in FROM, JOIN or LATERAL that is not a table name, a subquery, VALUES or
+    TABLE(INFORMATION_SCHEMA.COPY_HISTORY(...)): a table function there would read what it likes."""
+    for table in query.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier):
+            if isinstance(table.this, exp.Func):
+                raise _table_function_error(function_name(table.this))
+            raise CompilationError(
+                f"invalid table reference {table.this.sql('snowflake')[:100]}: name a table, "
+                "as in SELECT ... FROM my_table"
+            )
+    for lateral in query.find_all(exp.Lateral):
+        if not isinstance(lateral.this, exp.Subquery):
+            what = lateral.this
+            raise _table_function_error(
+                function_name(what) if isinstance(what, exp.Func) else what.sql("snowflake")[:100]
+            )
+    for fn in query.find_all(exp.TableFromRows):
+        _copy_history_call(fn)
+    for clause in query.find_all(exp.From, exp.Join):
+        source = clause.this
+        if not isinstance(source, _SOURCES):
+            name = function_name(source) if isinstance(source, exp.Func) else type(source).__name__.upper()
+            raise _table_function_error(name)
+
+
+def _cte_of(source: Scope | exp.Table) -> exp.CTE | None:
+    """The CTE a scope source stands for, if it is one."""
+    if not isinstance(source, Scope) or not source.is_cte:
+        return None
+    return source.expression.find_ancestor(exp.CTE)
+
+
+def _resolve_ctes(query: exp.Expr, ours: set[int]) -> list[exp.Table]:
+    """Rename every CTE and the references sqlglot's scopes bind to it; return the other references.
+
+    Each CTE gets a generated name, so a reference that DuckDB would bind differently from
+    sqlglot (a CTE of a sibling subquery, say) fails as an unknown table instead of reading a
+    file. ``ours`` are references Floe already generated.
+    """
+    ctes = list(query.find_all(exp.CTE))
+    names = {id(cte): f"__floe_cte_{i}" for i, cte in enumerate(ctes)}
+    root = build_scope(query)
+    if root is None:
+        raise CompilationError("unsupported query: only SELECT queries can be run")
+    renames: list[tuple[exp.Table, str]] = []
+    others: list[exp.Table] = []
+    for scope in root.traverse():
+        for table in scope.tables:
+            if id(table) in ours:
+                continue
+            visible = None if table.db or table.catalog else scope.cte_sources.get(table.name)
+            cte = _cte_of(visible) if visible is not None else None
+            if cte is not None and id(cte) in names:
+                renames.append((table, names[id(cte)]))
+            else:
+                others.append(table)
+    for cte in ctes:
+        alias = cte.args.get("alias")
+        columns = alias.columns if isinstance(alias, exp.TableAlias) else []
+        cte.set("alias", exp.TableAlias(this=exp.to_identifier(names[id(cte)]), columns=columns))
+    for table, name in renames:
+        _point(table, name, ours)
+    return others
+
+
+def _is_only_source(query: exp.Expr, table: exp.Table) -> bool:
+    """True when ``table`` is the top-level SELECT's only source, so its WHERE speaks of it."""
+    from_ = query.args.get("from_")
+    return (
+        isinstance(query, exp.Select)
+        and from_ is not None
+        and from_.this is table
+        and not query.args.get("joins")
+        and not query.args.get("laterals")
+    )
+
+
+def _check_resolved(query: exp.Expr, ours: set[int]) -> None:
+    """Every table reference left must be one Floe generated (a last guard against a reference
+    that sqlglot's scopes did not list, which DuckDB would resolve on its own)."""
+    for table in query.find_all(exp.Table):
+        if id(table) not in ours:
+            raise CompilationError(
+                f"unsupported table reference {table.sql('snowflake')[:100]} in this position"
+            )
+
+
+def _alias_of(table: exp.Table) -> exp.TableAlias:
+    """The alias a replaced reference keeps, so column qualifiers still bind: its own alias, or
+    else its name (quoted as written)."""
+    alias = table.args.get("alias")
+    if isinstance(alias, exp.TableAlias):
+        return alias.copy()
+    return exp.TableAlias(this=table.this.copy())
+
+
+def _reference(name: str, alias: exp.TableAlias | None) -> exp.Table:
+    """A reference to a generated name."""
+    return exp.Table(this=exp.to_identifier(name), alias=alias)
+
+
+def _point(table: exp.Table, name: str, ours: set[int]) -> None:
+    """Make ``table`` refer to the generated ``name``, keeping its alias, sample, pivots and joins."""
+    alias = _alias_of(table)
+    table.set("this", exp.to_identifier(name))
+    table.set("db", None)
+    table.set("catalog", None)
+    table.set("alias", alias)
+    ours.add(id(table))
+
+
+def _timed_out(seconds: float) -> SqlError:
+    return SqlError(
+        f"Statement reached its statement timeout of {seconds:g} second(s) and was canceled "
+        "(setting query.timeout_s, FLOE_QUERY__TIMEOUT_S); filter, aggregate or add a LIMIT.",
+        code="000630",
+        sql_state="57014",
+    )
+
+
 class QueryEngine:
     """Runs SELECT statements."""
 
@@ -218,6 +471,7 @@ class QueryEngine:
         self._fs: pafs.S3FileSystem | None = None
         self._crypto: BlobCrypto | None = None
         self._queue_arn = queue_arn
+        self._slots = threading.BoundedSemaphore(settings.query.max_concurrent)
 
     def _blob_reader(self) -> tuple[pafs.S3FileSystem, BlobCrypto]:
         if self._fs is None or self._crypto is None:
@@ -243,45 +497,45 @@ class QueryEngine:
         fs, crypto = self._blob_reader()
         for blob in self.manifest(table):
             stats["blobs_total"] += 1
-            if not may_match(blob.get("stats", {}), predicates):
+            if not may_match(open_stats(blob, crypto), predicates):
                 continue
             stats["blobs_scanned"] += 1
             path = f"{self.settings.pipeline.tables_bucket}/{blob['name']}"
-            pieces.append(self.cache.get(blob["name"], functools.partial(read_blob, fs, path, crypto)))
+            load = functools.partial(read_blob, fs, path, crypto, name=blob["name"])
+            pieces.append(self.cache.get(blob["name"], load))
         if not pieces:
             return schema.empty_table()
         return pa.concat_tables([p.cast(schema) for p in pieces])
 
-    def copy_history(self, call: exp.Anonymous, con: duckdb.DuckDBPyConnection) -> pa.Table:
-        """INFORMATION_SCHEMA.COPY_HISTORY(TABLE_NAME => ..., START_TIME => ..., END_TIME => ...)."""
+    def copy_history(self, call: exp.Anonymous) -> pa.Table:
+        """INFORMATION_SCHEMA.COPY_HISTORY(TABLE_NAME => ..., START_TIME => ..., END_TIME => ...).
+
+        The arguments are evaluated here, in Python, and never reach DuckDB (see ``evaluate_bound``).
+        """
         args: dict[str, exp.Expr] = {}
         for kw in call.expressions:
-            if isinstance(kw, exp.Kwarg):
-                args[kw.this.name.upper()] = kw.expression
-        if "TABLE_NAME" not in args or "START_TIME" not in args:
-            raise CompilationError("COPY_HISTORY needs TABLE_NAME => '<table>' and START_TIME => <timestamp>")
-        table = self.catalog.get(
-            Table, str(qualify(str(cast(exp.Literal, args["TABLE_NAME"]).this), self.defaults))
-        )
-
-        def bound(name: str) -> dt.datetime | None:
-            if name not in args:
-                return None
-            sql = f"SELECT CAST(({args[name].sql('duckdb')}) AS TIMESTAMPTZ)"
-            cur = con.cursor()
-            try:
-                return cast(dt.datetime, cur.execute(sql).fetchall()[0][0])
-            finally:
-                cur.close()
-
-        start, end = bound("START_TIME"), bound("END_TIME")
-        since = 0 if start is None else int(start.timestamp() * 1000) - 86_400_000
+            if not isinstance(kw, exp.Kwarg) or kw.this.name.upper() not in _HISTORY_ARGS:
+                raise CompilationError(
+                    "COPY_HISTORY takes named arguments only: TABLE_NAME => '<table>', "
+                    "START_TIME => <timestamp> [, END_TIME => <timestamp>]"
+                )
+            args[kw.this.name.upper()] = kw.expression
+        name = args.get("TABLE_NAME")
+        if not (isinstance(name, exp.Literal) and name.is_string) or "START_TIME" not in args:
+            raise CompilationError(
+                "COPY_HISTORY needs TABLE_NAME => '<table>' (a string literal) and START_TIME => <timestamp>"
+            )
+        table = self.catalog.get(Table, str(qualify(str(name.this), self.defaults)))
+        now = dt.datetime.now(dt.UTC)
+        start = evaluate_bound(args["START_TIME"], now)
+        end = evaluate_bound(args["END_TIME"], now) if "END_TIME" in args else None
+        since = int(start.timestamp() * 1000) - 86_400_000
         rows = []
         for pipe in self.catalog.pipes_for_table(table):
             for state in read_states(self.redis, self.keys, pipe.id, since):
                 row = copy_history_row(state, table, pipe)
                 when = row["LAST_LOAD_TIME"] or row["PIPE_RECEIVED_TIME"]
-                if (start is None or when >= start) and (end is None or when < end):
+                if when >= start and (end is None or when < end):
                     rows.append(row)
         return pa.Table.from_pylist(rows, schema=COPY_HISTORY_SCHEMA)
 
@@ -312,48 +566,108 @@ class QueryEngine:
         return json.dumps(out, separators=(",", ":"))
 
     def run(self, query: exp.Expr) -> Result:
-        """Execute one query."""
-        query = query.copy()
-        con = duckdb.connect(config={"threads": 2})
-        stats = {"blobs_total": 0, "blobs_scanned": 0}
+        """Execute one query within the limits of ``settings.query``."""
+        limits = self.settings.query
+        # Waiting threads hold an API worker thread too, but only up to the time limit; the
+        # running ones are capped, so the rest of the pool stays free for insertFiles.
+        if not self._slots.acquire(timeout=limits.timeout_s):
+            raise SqlError(
+                f"{limits.max_concurrent} queries are already running (setting query.max_concurrent, "
+                f"FLOE_QUERY__MAX_CONCURRENT) and none finished within {limits.timeout_s:g} s; "
+                "try again later.",
+                code="000625",
+                sql_state="57014",
+            )
         try:
-            self._name_outputs(query)
-            for call in list(query.find_all(exp.Anonymous)):
-                if call.name.upper() == "SYSTEM$PIPE_STATUS":
-                    if not call.expressions or not isinstance(call.expressions[0], exp.Literal):
-                        raise CompilationError("SYSTEM$PIPE_STATUS takes the pipe name as a string literal")
-                    call.replace(exp.Literal.string(self.pipe_status(str(call.expressions[0].this))))
-            for n, fn in enumerate(list(query.find_all(exp.TableFromRows))):
-                inner = fn.this.expression if isinstance(fn.this, exp.Dot) else fn.this
-                if not (isinstance(inner, exp.Anonymous) and inner.name.upper() == "COPY_HISTORY"):
-                    raise CompilationError(f"unsupported table function {fn.this.sql('snowflake')}")
-                alias = f"__copy_history_{n}"
-                con.register(alias, self.copy_history(inner, con))
-                fn.replace(exp.to_table(alias))
-            ctes = {c.alias_or_name.upper() for c in query.find_all(exp.CTE)}
-            tables = [
-                t
-                for t in query.find_all(exp.Table)
-                if t.name.upper() not in ctes and not t.name.startswith("__")
-            ]
-            where = query.args.get("where") if len(tables) == 1 else None
-            for i, node in enumerate(tables):
-                parts = ".".join(p for p in (node.catalog, node.db, node.name) if p)
-                table = self.catalog.find(Table, str(qualify(parts, self.defaults)))
-                if table is None:
-                    raise ObjectNotFound("table", str(qualify(parts, self.defaults)))
-                alias = f"__t{i}"
-                con.register(alias, self.table_data(table, _predicates(where), stats))
-                node.replace(exp.alias_(exp.to_table(alias), node.alias_or_name, table=True))
-            sql = query.sql(dialect="duckdb")
+            return self._run(query)
+        finally:
+            self._slots.release()
+
+    def compile(self, query: exp.Expr, stats: dict[str, int]) -> tuple[str, dict[str, pa.Table]]:
+        """DuckDB SQL for ``query`` and the Arrow tables it reads, by their generated names.
+
+        Every table reference is resolved here: a CTE visible in its scope (renamed), a catalog
+        table or COPY_HISTORY (both registered under generated names). Anything else is refused,
+        so DuckDB never sees a name it could resolve on its own (a file, a view, a setting).
+        """
+        query = query.copy()
+        self._name_outputs(query)
+        # Snowflake folds unquoted names to upper case; so must CTE matching.
+        query = normalize_identifiers(query, dialect="snowflake")
+        _refuse_table_functions(query)
+        tables: dict[str, pa.Table] = {}
+        ours: set[int] = set()
+        for fn in list(query.find_all(exp.TableFromRows)):
+            name = f"__floe_history_{len(tables)}"
+            tables[name] = self.copy_history(_copy_history_call(fn))
+            alias = fn.args.get("alias")
+            ref = _reference(name, alias.copy() if isinstance(alias, exp.TableAlias) else None)
+            ours.add(id(ref))
+            fn.replace(ref)
+        check_functions(query)
+        for call in list(query.find_all(exp.Anonymous)):
+            if call.name.upper() == "SYSTEM$PIPE_STATUS":
+                if not call.expressions or not isinstance(call.expressions[0], exp.Literal):
+                    raise CompilationError("SYSTEM$PIPE_STATUS takes the pipe name as a string literal")
+                call.replace(exp.Literal.string(self.pipe_status(str(call.expressions[0].this))))
+        catalog_refs = _resolve_ctes(query, ours)
+        single = len(catalog_refs) == 1 and _is_only_source(query, catalog_refs[0])
+        where = query.args.get("where") if single else None
+        for node in catalog_refs:
+            parts = ".".join(p for p in (node.catalog, node.db, node.name) if p)
+            full = str(qualify(parts, self.defaults))
+            table = self.catalog.find(Table, full)
+            if table is None:
+                raise ObjectNotFound("table", full)
+            name = f"__floe_t{len(tables)}"
+            tables[name] = self.table_data(table, _predicates(where), stats)
+            _point(node, name, ours)
+        _check_resolved(query, ours)
+        return query.sql(dialect="duckdb"), tables
+
+    def _run(self, query: exp.Expr) -> Result:
+        limits = self.settings.query
+        stats = {"blobs_total": 0, "blobs_scanned": 0}
+        sql, tables = self.compile(query, stats)
+        con = sandbox.connect(threads=limits.threads, memory_limit=limits.memory_limit)
+        fired = threading.Event()
+
+        def interrupt() -> None:
+            fired.set()
+            con.interrupt()
+
+        timer = threading.Timer(limits.timeout_s, interrupt)
+        try:
+            for name, data in tables.items():
+                con.register(name, data)
+            timer.start()
             try:
                 cur = con.execute(sql)
                 names = [d[0].upper() for d in cur.description or []]
-                rows = [[jsonable(v) for v in row] for row in cur.fetchall()]
+                fetched = cur.fetchmany(limits.max_result_rows + 1)
             except duckdb.Error as exc:
+                if fired.is_set():
+                    raise _timed_out(limits.timeout_s) from None
+                if isinstance(exc, duckdb.OutOfMemoryException):
+                    raise SqlError(
+                        f"The query needs more memory than query.memory_limit ({limits.memory_limit}, "
+                        "FLOE_QUERY__MEMORY_LIMIT) allows; filter or aggregate more, or raise the limit.",
+                        code="000603",
+                        sql_state="53200",
+                    ) from None
                 raise SqlError(_duck_message(exc), code="002003", sql_state="42000") from exc
+            if len(fetched) > limits.max_result_rows:
+                raise SqlError(
+                    f"The result has more than {limits.max_result_rows} rows (setting "
+                    "query.max_result_rows, FLOE_QUERY__MAX_RESULT_ROWS); add a LIMIT, filter or "
+                    "aggregate.",
+                    code="000603",
+                    sql_state="54000",
+                )
+            rows = [[jsonable(v) for v in row] for row in fetched]
             return Result(names, rows, stats)
         finally:
+            timer.cancel()
             con.close()
 
     @staticmethod

@@ -25,7 +25,7 @@ from floe.catalog.ddl import Defaults, qualify
 from floe.errors import AuthenticationFailed, FloeError, PermissionDenied
 from floe.history import FileState, read_states, states_of
 from floe.keys import Keys
-from services.auth import Authenticator, Principal, RateLimiter, require_pipe_privilege
+from services.auth import Authenticator, Identity, Principal, RateLimiter, require_pipe_privilege
 from services.dedup import Deduper, FileRef
 
 log = logging.getLogger("floe.api.snowpipe")
@@ -38,6 +38,10 @@ REPORT_LIMIT = 10_000
 """Entries one insertReport or loadHistoryScan answer holds."""
 REPORT_WINDOW_MS = 10 * 60 * 1000
 """insertReport covers events of the last ten minutes."""
+METADATA_STORE_DOWN = (
+    "The metadata store (Redis) is unavailable; retry the request. Is the stack up? Try `make up`."
+)
+"""The 503 text; never the Redis URL (it may hold a password) nor redis-py's error text."""
 
 
 class RestError(FloeError):
@@ -265,15 +269,24 @@ class SnowpipeService:
         }
 
 
+def caller_of(request: Request, authenticator: Authenticator) -> Principal:
+    """The user the API's gate admitted before the body was read (services/api.py, ``Gate``).
+
+    Does catalog reads: call it in a worker thread, inside ``Catalog.pinned`` when the route reads
+    more. Fails closed: a route reached without the gate answers 401, never runs as nobody.
+    """
+    identity = getattr(request.state, "identity", None)
+    if not isinstance(identity, Identity):
+        raise AuthenticationFailed("The request was not authenticated; send 'Authorization: Bearer <JWT>'.")
+    return authenticator.resolve(identity)
+
+
 def router(service: SnowpipeService, authenticator: Authenticator, limiter: RateLimiter) -> APIRouter:
-    """The /v1/data/pipes endpoints."""
+    """The /v1/data/pipes endpoints; the API's gate has admitted the caller and read the body."""
     api = APIRouter(prefix="/v1/data/pipes", tags=["Snowpipe REST"])
 
     def caller(request: Request) -> Principal:
-        principal = authenticator.authenticate(
-            request.headers.get("authorization"),
-            request.headers.get("x-snowflake-authorization-token-type"),
-        )
+        principal = caller_of(request, authenticator)
         wait = limiter.retry_after(principal.user)
         if wait is not None:
             raise RestError(
@@ -296,9 +309,7 @@ def router(service: SnowpipeService, authenticator: Authenticator, limiter: Rate
             return RestError(403, "390403", exc.message).response()
         except redis.RedisError:
             log.exception("metadata store unavailable")
-            return RestError(
-                503, "390503", "The metadata store is unavailable; retry the request."
-            ).response()
+            return RestError(503, "390503", METADATA_STORE_DOWN).response()
         request_id = request.query_params.get("requestId")
         return JSONResponse({"requestId": request_id, **body} if request_id is not None else body)
 

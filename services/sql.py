@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +59,7 @@ from floe.catalog.ddl import (
 from floe.errors import CompilationError, ObjectNotFound, SqlError
 from floe.keypair import InvalidKey, fingerprint, load_public_key, public_key_body
 from floe.keys import Keys
+from floe.patterns import like_matcher
 from floe.settings import Settings
 from services.auth import Principal, require_admin, require_pipe_privilege
 from services.query import QueryEngine, Result
@@ -80,8 +80,9 @@ def _like(rows: list[dict[str, Any]], like: str | None) -> list[dict[str, Any]]:
     """Rows whose name matches a SHOW ... LIKE pattern (% and _ wildcards, case-insensitive)."""
     if like is None:
         return rows
-    regex = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in like)
-    return [r for r in rows if re.fullmatch(regex, str(r["name"]), re.IGNORECASE | re.DOTALL)]
+    # Not a regex: a backtracking `.*` per % froze the API (issue 9); like_matcher is O(n*m).
+    match = like_matcher(like)
+    return [r for r in rows if match(str(r["name"]))]
 
 
 def _table(columns: list[str], rows: list[dict[str, Any]]) -> Result:

@@ -49,6 +49,10 @@ IGNORED_USER_PROPERTIES = frozenset(
     }
 )
 
+IDENTIFIER_MAX_LENGTH = 255
+"""Snowflake's limit on an identifier's length. It also bounds SHOW ... LIKE's worst case, whose
+cost grows with the length of the names it matches."""
+
 GRANTABLE = ("OPERATE", "MONITOR")
 """What ALL [PRIVILEGES] on a pipe stands for (OWNERSHIP is transferred, not shared)."""
 
@@ -198,8 +202,10 @@ AccessStatement = (
 # Same shapes as ddl's _IDENT / _QNAME, because qualify() splits pipe names with that pattern.
 _IDENT = r'"[^"]+"|[A-Za-z_][\w$]*'
 _QNAME = rf"(?:{_IDENT})(?:\s*\.\s*(?:{_IDENT})){{0,2}}"
-_STRING = r"'(?:[^']|'')*'"
-_VALUE = rf"{_STRING}|\((?:[^()']|{_STRING})*\)|\"[^\"]+\"|[^\s,;()']+"
+# Strings and parenthesised values are written as "unrolled loops" (`[^']*(?:''[^']*)*`, not
+# `(?:[^']|'')*`): one way to match each character, and no stack of group repetitions to unwind.
+_STRING = r"'[^']*(?:''[^']*)*'"
+_VALUE = rf"{_STRING}|\([^()']*(?:{_STRING}[^()']*)*\)|\"[^\"]+\"|[^\s,;()']+"
 _PROPERTY = rf"(?P<key>[A-Za-z_]\w*)\s*=\s*(?P<value>{_VALUE})"
 _HEAD = re.compile(
     r"^\s*(?:CREATE\s+(?:OR\s+REPLACE\s+)?(?:USER|ROLE)\b|ALTER\s+USER\b|DROP\s+(?:USER|ROLE)\b"
@@ -207,6 +213,12 @@ _HEAD = re.compile(
     re.IGNORECASE,
 )
 _PATTERNS: dict[str, re.Pattern[str]] = {}
+_REST_IS_BLANK = re.compile(r"\s*\Z")
+
+# The scanner's patterns see user SQL, so each must stay linear under Python's backtracking engine:
+# every one is matched at the cursor only (never searched), and none has two neighbouring quantified
+# parts that can match the same characters. A failed step rescans at most the blanks before it, and
+# every loop consumes text or ends (tests/floe/catalog/test_parse_linear.py times 100k inputs).
 
 
 class _Scanner:
@@ -236,7 +248,7 @@ class _Scanner:
 
     def at_end(self) -> bool:
         """Whether only whitespace is left."""
-        return not self.text[self.pos :].strip()
+        return _REST_IS_BLANK.match(self.text, self.pos) is not None
 
     def end(self) -> None:
         """A syntax error unless the statement is over."""
@@ -259,9 +271,19 @@ class _Scanner:
         )
 
 
+def check_identifier(name: str) -> str:
+    """``name`` itself, or a CompilationError if it is longer than Snowflake allows."""
+    if len(name) > IDENTIFIER_MAX_LENGTH:
+        raise CompilationError(
+            f"identifier '{name[:40]}...' is too long ({len(name)} characters); "
+            f"the maximum is {IDENTIFIER_MAX_LENGTH}"
+        )
+    return name
+
+
 def _ident(token: str) -> str:
     """A user or role name: upper-cased unless double-quoted."""
-    return token[1:-1] if token.startswith('"') else token.upper()
+    return check_identifier(token[1:-1] if token.startswith('"') else token.upper())
 
 
 def _string(token: str) -> str:

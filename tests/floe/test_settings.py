@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import secrets
+import threading
+from pathlib import Path
+
 import pytest
 from pydantic import SecretStr
 
-from floe.settings import AwsSettings, EncryptionSettings, Settings
+from floe.settings import AwsSettings, EncryptionSettings, RedisSettings, Settings
 
 pytestmark = pytest.mark.unit
 
@@ -30,3 +35,48 @@ def test_every_settings_field_is_documented() -> None:
             continue
         for name, field in model.model_fields.items():
             assert field.description, f"{model.__name__}.{name} has no docstring"
+
+
+def test_racing_processes_agree_on_one_master_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "state" / "master.key"
+    racers = 4
+    barrier = threading.Barrier(racers)
+    real = secrets.token_bytes
+    generated: list[int] = []
+
+    def token_bytes(n: int) -> bytes:
+        if n == 32:  # the key, not a temporary file's name
+            barrier.wait(timeout=60)  # every racer is past the "no file yet" check before any writes
+            generated.append(n)
+        return real(n)
+
+    monkeypatch.setattr(secrets, "token_bytes", token_bytes)
+    keys: list[bytes] = []
+    settings = EncryptionSettings(master_key_file=str(path))
+    before = os.umask(0)
+    try:
+        threads = [
+            threading.Thread(target=lambda: keys.append(settings.resolve_master_key())) for _ in range(racers)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        os.umask(before)
+    assert generated == [32] * racers
+    assert len(keys) == racers and len(set(keys)) == 1 and len(keys[0]) == 32
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert [p.name for p in path.parent.iterdir()] == ["master.key"]
+
+
+def test_redis_client_signs_in_only_when_a_password_is_known(tmp_path: Path) -> None:
+    missing = RedisSettings(password_file=str(tmp_path / "absent"))
+    assert missing.resolve_password() is None
+    assert missing.client().connection_pool.connection_kwargs.get("password") is None
+    (tmp_path / "pw").write_text("from-file\n")
+    from_file = RedisSettings(password_file=str(tmp_path / "pw"), username="loader")
+    kwargs = from_file.client().connection_pool.connection_kwargs
+    assert (kwargs["username"], kwargs["password"]) == ("loader", "from-file")
+    explicit = from_file.model_copy(update={"password": SecretStr("explicit")})
+    assert explicit.resolve_password() == "explicit"  # the setting wins over the file

@@ -5,6 +5,8 @@ They reuse services that already run (``make test`` starts them first) and stop 
 
 from __future__ import annotations
 
+import os
+import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +15,7 @@ import boto3
 import pytest
 import redis
 
+from bench.harness import free_port
 from floe.settings import Settings
 from infra import stack
 
@@ -97,3 +100,58 @@ def test_localstack_serves_s3_and_sqs(settings: Settings) -> None:
         assert [m["Body"] for m in messages] == ["hello"]
     finally:
         sqs.delete_queue(QueueUrl=queue_url)
+
+
+def test_cli_runs_a_passworded_redis_in_its_own_state_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`up`, `status` and `down` of a Redis of our own (free port, own state_dir), as on a fresh clone."""
+    state = tmp_path / "state"
+    port = free_port()
+    monkeypatch.setenv("FLOE_STATE_DIR", str(state))
+    monkeypatch.setenv("FLOE_REDIS__URL", f"redis://127.0.0.1:{port}/0")
+    monkeypatch.setenv("FLOE_REDIS__PASSWORD_FILE", str(state / "redis.password"))
+    monkeypatch.delenv("FLOE_REDIS__PASSWORD", raising=False)
+    settings = Settings()
+    umask = os.umask(0o022)
+    try:
+        assert stack.main(["up", "redis"]) == 0
+        try:
+            assert stack.main(["status", "redis"]) == 0
+            assert "ready" in capsys.readouterr().out
+            password = (state / "redis.password").read_text()
+            client = settings.redis.client()
+            assert client.ping()  # signs in with the generated password
+            client.close()
+            anonymous = redis.Redis(port=port, socket_timeout=2.0)
+            with pytest.raises(redis.AuthenticationError):
+                anonymous.ping()
+            assert stack.main(["up", "redis"]) == 0  # a second `up` finds it ready
+            assert (state / "redis.password").read_text() == password
+        finally:
+            assert stack.main(["down", "redis"]) == 0
+        assert "stopped" in capsys.readouterr().out
+        assert stack.running_pid("redis", settings) is None
+        assert os.umask(0o022) == 0o077  # the command made its own files owner-only
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    modes = {p.relative_to(state).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in state.rglob("*")}
+    assert all(mode in (0o600, 0o700) for mode in modes.values()), modes
+
+
+def test_a_redis_that_refuses_our_password_gets_a_precise_error(settings: Settings, tmp_path: Path) -> None:
+    """A password file next to a Redis that has none (the shared one): no start, and a hint what to do."""
+    if stack._redis_answer(settings.redis) != "pong" or settings.redis.resolve_password() is not None:
+        pytest.skip("needs the shared Redis without a password")
+    wrong = settings.model_copy(
+        update={
+            "state_dir": str(tmp_path / "state"),
+            "redis": settings.redis.model_copy(update={"password_file": str(tmp_path / "redis.password")}),
+        }
+    )
+    (tmp_path / "redis.password").write_text("a-password-this-redis-does-not-have")
+    with pytest.raises(stack.StackError, match=r"remove .*redis\.password") as failure:
+        stack.ensure(["redis"], wrong)
+    assert "a redis answers" in str(failure.value)
+    assert stack.running_pid("redis", wrong) is None

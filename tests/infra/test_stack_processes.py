@@ -5,6 +5,7 @@ They use a temporary state_dir, so they never touch a running stack.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
 from floe.settings import AwsSettings, RedisSettings, Settings
 from infra import stack
@@ -160,13 +162,46 @@ def test_terminate_kills_the_whole_group_and_escalates(
 def test_redis_argv_is_durable_and_loopback(tmp_path: Path) -> None:
     settings = Settings(state_dir=str(tmp_path), redis=RedisSettings(url="redis://localhost:6390/0"))
     argv = stack.redis_argv(settings)
-    pairs = dict(zip(argv[1::2], argv[2::2], strict=True))
+    assert argv[1] == str(stack.redis_users_file(settings))  # users and password come from a file
+    pairs = dict(zip(argv[2::2], argv[3::2], strict=True))
+    assert "--requirepass" not in pairs
     assert pairs["--appendonly"] == "yes"
     assert pairs["--appendfsync"] == "always"
     assert pairs["--save"] == ""
     assert pairs["--bind"] == "127.0.0.1"
     assert pairs["--port"] == "6390"
     assert pairs["--dir"] == str(tmp_path.absolute() / "redis")
+
+
+def test_redis_users_file_holds_a_hash_and_no_default_user(tmp_path: Path) -> None:
+    password_file = tmp_path / "secret" / "redis.password"
+    settings = Settings(
+        state_dir=str(tmp_path / "state"),
+        redis=RedisSettings(username="loader", password_file=str(password_file)),
+    )
+    path = stack.write_redis_users(settings)
+    password = password_file.read_text()
+    assert len(password) >= 32 and oct(password_file.stat().st_mode & 0o777) == "0o600"
+    lines = path.read_text().splitlines()
+    assert lines[0] == "user default off"
+    digest = hashlib.sha256(password.encode()).hexdigest()
+    assert lines[1] == f"user loader on #{digest} ~* &* +@all"
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    stack.write_redis_users(settings)
+    assert password_file.read_text() == password  # the second start keeps the password
+
+
+def test_explicit_redis_password_is_used_and_a_url_password_refused(tmp_path: Path) -> None:
+    explicit = Settings(
+        state_dir=str(tmp_path),
+        redis=RedisSettings(password=SecretStr("s3cret"), password_file=str(tmp_path / "none")),
+    )
+    assert stack.redis_password(explicit.redis) == "s3cret"
+    assert not (tmp_path / "none").exists()
+    in_url = RedisSettings(url="redis://:hunter2@127.0.0.1:6390/0", password_file=str(tmp_path / "pw"))
+    with pytest.raises(stack.StackError, match="FLOE_REDIS__PASSWORD") as failure:
+        stack.redis_password(in_url)
+    assert "hunter2" not in str(failure.value)
 
 
 def test_localstack_env_follows_endpoint(tmp_path: Path) -> None:

@@ -6,12 +6,22 @@ import bz2
 import gzip
 import io
 import random
+import tracemalloc
+import zlib
 
 import pyarrow as pa
 import pytest
 
 from floe.errors import FileLoadError
-from pipeline.chunks import TransportError, decompressed, record_chunks, record_end
+from pipeline.chunks import (
+    FileTooLarge,
+    PartTooLarge,
+    TransportError,
+    decompressed,
+    record_chunks,
+    record_end,
+)
+from tests.security.attacks import bombs
 
 pytestmark = pytest.mark.unit
 
@@ -134,3 +144,111 @@ def test_a_transport_error_mid_stream_is_transient_not_the_files_fault() -> None
     with pytest.raises(TransportError):
         while stream.read(1 << 16):
             pass
+
+
+# ------------------------------------------------------------------------------------------------
+# Bounds (decompression bombs, issue 9)
+
+PACKERS = {
+    "gzip": ("GZIP", gzip.compress),
+    "gzip-two-members": ("AUTO", lambda b: gzip.compress(b[:300]) + gzip.compress(b[300:])),
+    "bz2": ("BZ2", bz2.compress),
+    "zstd": ("ZSTD", lambda b: pa.compress(b, "zstd", asbytes=True)),
+    "brotli": ("BROTLI", lambda b: pa.compress(b, "brotli", asbytes=True)),
+    "deflate": ("DEFLATE", zlib.compress),
+    "raw-deflate": ("RAW_DEFLATE", lambda b: zlib.compress(b, wbits=-15)),
+    "none": ("NONE", lambda b: b),
+}
+BOMBS = {
+    "gzip": ("AUTO", lambda n: bombs.gzip_bomb_one_member(n)),
+    "gzip-members": ("AUTO", lambda n: bombs.gzip_bomb(n)),
+    "bz2": ("AUTO", lambda n: bombs.bz2_bomb(n)),
+    "zstd": ("AUTO", lambda n: bombs.arrow_bomb("zstd", n)),
+    "brotli": ("BROTLI", lambda n: bombs.arrow_bomb("brotli", n)),
+    "deflate": ("DEFLATE", lambda n: bombs.deflate_bomb(n)),
+    "raw-deflate": ("RAW_DEFLATE", lambda n: bombs.deflate_bomb(n, raw=True)),
+}
+
+
+def _drain(stream: object, block: int = 1 << 16) -> bytes:
+    return b"".join(iter(lambda: stream.read(block), b""))  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", PACKERS)
+def test_a_file_exactly_at_max_file_bytes_reads_and_one_byte_over_fails(name: str) -> None:
+    compression, pack = PACKERS[name]
+    data = _text(random.Random(3), 100)
+    packed = pack(data)  # type: ignore[operator]
+    at = decompressed(_Dribble(packed), compression, "f.csv", max_bytes=len(data))
+    assert _drain(at) == data
+    over = decompressed(_Dribble(packed), compression, "f.csv", max_bytes=len(data) - 1)
+    with pytest.raises(FileTooLarge) as caught:
+        _drain(over)
+    assert caught.value.message.startswith(
+        f"File 'f.csv' decompresses to more than {len(data) - 1} bytes (pipeline.max_file_bytes); "
+    )
+
+
+@pytest.mark.parametrize("name", BOMBS)
+def test_a_bomb_stops_at_the_bound_after_inflating_only_that_much(name: str) -> None:
+    """Safeguard: every decompressor returns at most what a read asks for, so a file 1,024 times
+    its bound costs the bound in memory: the bomb is stopped, not inflated and then measured."""
+    compression, build = BOMBS[name]
+    packed = build(64 * bombs.MiB)  # type: ignore[operator]
+    assert len(packed) < 100_000, "the bomb should be small"
+    tracemalloc.start()
+    try:
+        stream = decompressed(io.BytesIO(packed), compression, "bomb.csv", max_bytes=64 * 1024)
+        read = 0
+        with pytest.raises(FileTooLarge, match=r"more than 64 KiB \(pipeline.max_file_bytes\)"):
+            while block := stream.read(16 * 1024):
+                read += len(block)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert read == 64 * 1024, "everything up to the bound is handed out, nothing past it"
+    assert peak < 4 * bombs.MiB, f"inflating the bomb took {peak / bombs.MiB:.1f} MiB"
+
+
+def test_a_truncated_deflate_stream_is_the_files_error() -> None:
+    packed = zlib.compress(_text(random.Random(4), 3000))
+    stream = decompressed(io.BytesIO(packed[: len(packed) // 2]), "DEFLATE", "cut.csv.deflate")
+    with pytest.raises(FileLoadError) as caught:
+        _drain(stream)
+    assert caught.value.message.startswith(
+        "Invalid data encountered during decompression for file: 'cut.csv.deflate',"
+        "compression type used: 'DEFLATE', cause: 'Compressed file ended"
+    )
+
+
+def test_a_record_without_newline_past_max_part_bytes_fails_the_file() -> None:
+    """Safeguard: a part grows until a record ends; without a bound, a file without newlines would
+    be held whole. Past max_part_bytes the file fails, having read at most one byte more."""
+    stream = _Counted(b"1,ok\n2,ok\n" + b"x" * 100_000)
+    chunks = record_chunks(stream, 100, None, max_part_bytes=1000, path="long.csv")
+    assert next(chunks) == b"1,ok\n2,ok\n"
+    with pytest.raises(PartTooLarge) as caught:
+        next(chunks)
+    assert caught.value.message == (
+        "File 'long.csv' decompresses to more than 1000 bytes in one record (pipeline.max_part_bytes); "
+        "check that its records end with a newline (and that its quotes are closed), or raise "
+        "pipeline.max_part_bytes if such files are expected."
+    )
+    assert stream.tell() <= 10 + 1001, "read past the bound"
+
+
+@pytest.mark.parametrize("quote", [None, '"'])
+def test_a_record_exactly_max_part_bytes_long_still_loads(quote: str | None) -> None:
+    data = b"1," + b"x" * 997 + b"\n" + b"2,y\n" * 300
+    parts = list(record_chunks(io.BytesIO(data), 100, quote, max_part_bytes=1000, path="f.csv"))
+    assert b"".join(parts) == data
+    assert max(len(p) for p in parts) <= 1000
+
+
+def test_an_open_quote_without_newline_fails_at_the_part_bound() -> None:
+    with pytest.raises(PartTooLarge):
+        list(record_chunks(io.BytesIO(b'1,"open' + b"x" * 10_000), 100, '"', max_part_bytes=500))
+
+
+class _Counted(io.BytesIO):
+    """A stream whose position tells how much was read from it."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
+import tracemalloc
+import zlib
 from typing import Any
 
 import pyarrow as pa
@@ -15,13 +17,15 @@ from hypothesis import strategies as st
 
 from floe.catalog.models import FileFormat
 from floe.errors import FileLoadError
+from pipeline.chunks import PartTooLarge
 from pipeline.formats import FileParseError, RawFile, read_raw
+from tests.security.attacks import bombs
 
 pytestmark = pytest.mark.unit
 
 
-def csv(data: bytes, columns: int | None = None, **options: Any) -> RawFile:
-    return read_raw(data, FileFormat(**options), path="d/f.csv", columns=columns)
+def csv(data: bytes, columns: int | None = None, max_bytes: int | None = None, **options: Any) -> RawFile:
+    return read_raw(data, FileFormat(**options), path="d/f.csv", columns=columns, max_bytes=max_bytes)
 
 
 def rows(raw: RawFile) -> list[tuple[Any, ...]]:
@@ -354,3 +358,64 @@ def test_csv_line_numbers_match_a_reference(records: list[str], header: int, tra
     assert raw.line_numbers.to_pylist() == good
     assert sorted(e.line for e in raw.errors) == bad
     assert raw.rows_parsed == len(records)
+
+
+# ------------------------------------------------------------------------------------------------
+# Bounded whole-file reads (decompression bombs, issue 9)
+
+
+@pytest.mark.parametrize(
+    ("compression", "pack"),
+    [
+        ("AUTO", gzip.compress),
+        ("AUTO", lambda b: gzip.compress(b[:7]) + gzip.compress(b[7:])),
+        ("AUTO", bz2.compress),
+        ("AUTO", lambda b: pa.compress(b, "zstd", asbytes=True)),
+        ("BROTLI", lambda b: pa.compress(b, "brotli", asbytes=True)),
+        ("DEFLATE", zlib.compress),
+        ("RAW_DEFLATE", lambda b: zlib.compress(b, wbits=-15)),
+        ("NONE", lambda b: b),
+    ],
+)
+def test_whole_file_read_at_max_bytes_loads_and_one_byte_over_fails(compression: str, pack: Any) -> None:
+    data = b"1,a\n2,b\n3,c\n"
+    raw = csv(pack(data), compression=compression, max_bytes=len(data))
+    assert rows(raw) == [("1", "a"), ("2", "b"), ("3", "c")]
+    with pytest.raises(PartTooLarge) as caught:
+        csv(pack(data), compression=compression, max_bytes=len(data) - 1)
+    assert caught.value.message == (
+        "File 'd/f.csv' decompresses to more than 11 bytes (pipeline.max_part_bytes), and it is read "
+        "whole; split it into smaller files, or raise pipeline.max_part_bytes if such files are expected."
+    )
+
+
+def test_a_whole_read_bomb_costs_the_bound_not_its_size() -> None:
+    """Safeguard: a whole-file read decompresses incrementally and stops at the bound; before, a
+    64 MiB gzip could inflate to 64 GiB in one worker."""
+    bomb = bombs.gzip_bomb(256 * bombs.MiB, bombs.lines())
+    tracemalloc.start()
+    try:
+        with pytest.raises(PartTooLarge):
+            csv(bomb, max_bytes=4 * bombs.MiB)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 24 * bombs.MiB, f"inflating the bomb took {peak / bombs.MiB:.1f} MiB"
+
+
+def test_json_and_parquet_say_they_are_read_whole() -> None:
+    docs = b'{"a": 1}\n' * 100
+    with pytest.raises(
+        PartTooLarge, match=r"more than 100 bytes \(pipeline.max_part_bytes\), and JSON files"
+    ):
+        read_raw(gzip.compress(docs), FileFormat(type="JSON"), path="d.json.gz", max_bytes=100)
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"a": list(range(1000))}), buf)
+    parquet = buf.getvalue()
+    assert read_raw(
+        gzip.compress(parquet), FileFormat(type="PARQUET"), path="p", max_bytes=len(parquet)
+    ).num_rows
+    with pytest.raises(PartTooLarge, match="and Parquet files are read whole"):
+        read_raw(gzip.compress(parquet), FileFormat(type="PARQUET"), path="p", max_bytes=len(parquet) - 1)
+    with pytest.raises(PartTooLarge, match="and Parquet files are read whole"):
+        read_raw(parquet, FileFormat(type="PARQUET"), path="p", max_bytes=len(parquet) - 1)

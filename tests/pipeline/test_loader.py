@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import os
+import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,8 +22,11 @@ from pyarrow import fs as pafs
 
 from floe.blobs import BlobCrypto, crypto_from_settings, read_blob
 from floe.catalog.models import Column, CopySpec, FileFormat, OnError, Pipe, Table
-from pipeline.loader import BatchContext, Streamed, fetch_file, load_file, stream_file
+from pipeline import loader
+from pipeline.loader import BatchContext, Streamed, fetch_file, load_file, process_partition, stream_file
 from pipeline.transform import CompiledCopy, compile_copy
+from tests.security.attacks import bombs
+from tests.security.attacks.bombs import GiB, MiB
 
 pytestmark = pytest.mark.unit
 
@@ -81,12 +88,23 @@ class FakeWorker:
     """Keys read through get_object (boto3 in the real worker)."""
     stream_file_bytes: int = 1 << 30
     chunk_bytes: int = 1 << 20
+    max_part_bytes: int = 1 << 30
+    max_file_bytes: int = 1 << 40
     crypto: BlobCrypto = field(default_factory=lambda: crypto_from_settings("test-key", os.urandom(32)))
+    pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(2))
+    source_json: str = ""
+    """What process_partition compares with its context's settings to reuse this worker."""
 
     @property
     def settings(self) -> Any:
         pipeline = SimpleNamespace(
-            stream_file_bytes=self.stream_file_bytes, chunk_bytes=self.chunk_bytes, tables_bucket="tables"
+            stream_file_bytes=self.stream_file_bytes,
+            chunk_bytes=self.chunk_bytes,
+            max_part_bytes=self.max_part_bytes,
+            max_file_bytes=self.max_file_bytes,
+            prefetch_files=2,
+            prefetch_bytes=1 << 30,
+            tables_bucket="tables",
         )
         return SimpleNamespace(pipeline=pipeline)
 
@@ -319,3 +337,165 @@ def test_deleted_before_streaming_is_load_failed_with_a_system_error(tmp_path: P
     blobs, record = stream_file(worker, CTX, wide_pipe(), WIDE, {"path": "gone.csv", "part": 0}, 0, 100)  # type: ignore[arg-type]
     assert blobs == [] and record["status"] == "LOAD_FAILED"
     assert record["system_error"].startswith("Remote file 's3://bucket/in/gone.csv' was not found.")
+
+
+# ------------------------------------------------------------------------------------------------
+# Decompression bombs (issue 9): bounded per file and per part, failing the file alone
+
+PART_BOUND = 4 * MiB
+
+
+def run_task(
+    monkeypatch: pytest.MonkeyPatch, worker: FakeWorker, pipe: Pipe, files: dict[str, bytes]
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """One Spark task of one pipe over ``files`` (process_partition, with ``worker`` standing for the
+    executor's): each file's record by name, and the blobs the task returns."""
+    for name, data in files.items():
+        put(worker.root, name, data)
+    monkeypatch.setattr(loader, "_WORKER", worker)
+    ctx = BatchContext(
+        "", b"", "query", 7, {pipe.id: pipe.model_dump_json()}, {pipe.id: TABLE.model_dump_json()}
+    )
+    rows = [
+        {"pipe_id": pipe.id, "path": n, "size": len(d), "received_ms": 0, "stream_id": f"{i}-0", "part": 0}
+        for i, (n, d) in enumerate(files.items())
+    ]
+    records: dict[str, dict[str, Any]] = {}
+    blobs: list[dict[str, Any]] = []
+    for batch in process_partition(ctx, iter([pa.RecordBatch.from_pylist(rows)])):
+        for out in batch.to_pylist():
+            payload = json.loads(out["payload"])
+            if out["kind"] == "file":
+                records[payload["path"]] = payload
+            else:
+                blobs.append(payload)
+    return records, blobs
+
+
+def _kib(field_name: str) -> int:
+    status = open("/proc/self/status").read()  # noqa: SIM115 - read at once
+    match = re.search(rf"^{field_name}:\s+(\d+) kB", status, re.M)
+    assert match, f"no {field_name} in /proc/self/status"
+    return int(match.group(1))
+
+
+def peak_rss_growth(work: Callable[[], Any]) -> tuple[Any, int]:
+    """``work()`` and how far the process's peak RSS rose above its RSS before it (bytes).
+
+    Linux keeps the peak (VmHWM) for the process's lifetime; writing 5 to clear_refs resets it,
+    so the figure is this call's own."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = _kib("VmRSS")
+    result = work()
+    return result, (_kib("VmHWM") - before) * 1024
+
+
+GOOD_CSV = b"id,name\n1,a\n2,b\n"
+
+
+def test_one_line_bomb_fails_alone_with_the_part_bound_and_bounded_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Safeguard: a 2 MB gzip holding one 1 GiB record, next to a good file in the same task. Stored
+    small, it is read whole first, handed to the streaming path when it inflates past
+    max_part_bytes, and fails there: no record end within the bound. The good file loads; the
+    task's memory grows by the bound, not by the gigabyte."""
+    worker = FakeWorker(tmp_path, max_part_bytes=PART_BOUND, chunk_bytes=MiB)
+    bomb = bombs.gzip_bomb(GiB, header=b"id,name\n")
+    assert len(bomb) < 2_200_000
+    run_task(monkeypatch, worker, pipe_for(), {"warm.csv": GOOD_CSV})  # imports and caches first
+    (records, blobs), growth = peak_rss_growth(
+        lambda: run_task(monkeypatch, worker, pipe_for(), {"bomb.csv.gz": bomb, "good.csv": GOOD_CSV})
+    )
+    print(f"one-line 1 GiB bomb, max_part_bytes 4 MiB: peak RSS +{growth / MiB:.1f} MiB")
+    assert records["bomb.csv.gz"]["status"] == "LOAD_FAILED"
+    assert records["bomb.csv.gz"]["first_error"] == (
+        "File 'bomb.csv.gz' decompresses to more than 4 MiB in one record (pipeline.max_part_bytes); "
+        "check that its records end with a newline (and that its quotes are closed), or raise "
+        "pipeline.max_part_bytes if such files are expected."
+    )
+    assert records["bomb.csv.gz"]["size"] == len(bomb)
+    assert (records["good.csv"]["status"], records["good.csv"]["rows_loaded"]) == ("LOADED", 2)
+    assert [b["files"] for b in blobs] == [["good.csv"]]
+    assert growth < 64 * MiB, (
+        f"peak RSS grew by {growth / MiB:.0f} MiB for a {PART_BOUND / MiB:.0f} MiB bound"
+    )
+
+
+def test_bomb_with_newlines_fails_at_the_file_bound_and_leaves_no_blob(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Safeguard: with newlines, every part ends on a record and stays small, so only the file's
+    decompressed size stops it: past max_file_bytes it fails, the blobs of its parts already
+    written are deleted, and the good file in the same task loads."""
+    worker = FakeWorker(tmp_path, max_part_bytes=PART_BOUND, max_file_bytes=16 * MiB, chunk_bytes=MiB)
+    bomb = bombs.gzip_bomb(GiB, bombs.lines(), header=b"id,name\n")
+    run_task(monkeypatch, worker, pipe_for(), {"warm.csv": GOOD_CSV})  # imports and caches first
+    (records, blobs), growth = peak_rss_growth(
+        lambda: run_task(monkeypatch, worker, pipe_for(), {"lines.csv.gz": bomb, "good.csv": GOOD_CSV})
+    )
+    print(f"1 GiB bomb with newlines, max_file_bytes 16 MiB: peak RSS +{growth / MiB:.1f} MiB")
+    record = records["lines.csv.gz"]
+    assert (record["status"], record["rows_loaded"]) == ("LOAD_FAILED", 0)
+    assert record["first_error"] == (
+        "File 'lines.csv.gz' decompresses to more than 16 MiB (pipeline.max_file_bytes); split it into "
+        "smaller files, or raise pipeline.max_file_bytes if files this large are expected."
+    )
+    assert records["good.csv"]["status"] == "LOADED"
+    assert [b["files"] for b in blobs] == [["good.csv"]]
+    left = sorted(p.name for p in (tmp_path / "tables").rglob("*.parquet"))
+    assert len(left) == 2, f"blobs of the failed file remain: {left}"  # the good file's and warm-up's
+    assert growth < 64 * MiB, f"peak RSS grew by {growth / MiB:.0f} MiB"
+
+
+def test_a_bomb_bigger_than_the_streaming_threshold_is_stopped_too(tmp_path: Path) -> None:
+    """Safeguard: a stored file above stream_file_bytes goes straight to the streaming path; the
+    same bounds hold there."""
+    put(tmp_path, "big.csv.gz", bombs.gzip_bomb(256 * MiB, header=b"id,name\n"))
+    worker = FakeWorker(tmp_path, stream_file_bytes=1000, max_part_bytes=PART_BOUND, chunk_bytes=MiB)
+    fetched = fetch_file(worker, pipe_for(), "big.csv.gz")  # type: ignore[arg-type]
+    assert isinstance(fetched, Streamed)
+    row = {"path": "big.csv.gz", "part": 0}
+    blobs, record = stream_file(worker, CTX, pipe_for(), TABLE, row, 0, fetched.size)  # type: ignore[arg-type]
+    assert blobs == [] and record["status"] == "LOAD_FAILED"
+    assert "in one record (pipeline.max_part_bytes)" in record["first_error"]
+
+
+def test_a_whole_read_csv_over_the_part_bound_is_streamed_and_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Safeguard: a small gzip that inflates past max_part_bytes but has records is not a bomb:
+    it is handed to the streaming path and loads in parts, as a large file does."""
+    data = b"id,name\n" + b"".join(b"%d,name %d\n" % (i, i) for i in range(200_000))
+    worker = FakeWorker(tmp_path, max_part_bytes=256 * 1024, chunk_bytes=64 * 1024)
+    records, blobs = run_task(monkeypatch, worker, pipe_for(), {"many.csv.gz": gzip.compress(data)})
+    assert (records["many.csv.gz"]["status"], records["many.csv.gz"]["rows_loaded"]) == ("LOADED", 200_000)
+    assert len(blobs) > 10, "the file should have been loaded in parts"
+    assert sum(b["rows"] for b in blobs) == 200_000
+
+
+def test_json_over_the_part_bound_fails_as_read_whole(tmp_path: Path) -> None:
+    json_pipe = pipe_for(["$1:id", "$1:name"]).model_copy(deep=True)
+    json_pipe.copy_spec.file_format = FileFormat(type="JSON")
+    put(tmp_path, "bomb.json.gz", bombs.gzip_bomb(64 * MiB, b" "))
+    put(tmp_path, "plain.json", b'{"id": 1, "name": "a"}\n' * 1000)
+    worker = FakeWorker(tmp_path, max_part_bytes=16 * 1024)
+    rows, record = load_file(worker, json_pipe, TABLE, "bomb.json.gz")  # type: ignore[arg-type]
+    assert rows is None and record["status"] == "LOAD_FAILED"
+    assert record["first_error"].startswith(
+        "File 'bomb.json.gz' decompresses to more than 16 KiB (pipeline.max_part_bytes), and JSON files "
+        "are read whole; split it into smaller files"
+    )
+    # Stored bytes over the bound: refused before it is even downloaded.
+    rows, record = load_file(worker, json_pipe, TABLE, "plain.json")  # type: ignore[arg-type]
+    assert rows is None and record["status"] == "LOAD_FAILED"
+    assert record["first_error"].startswith("File 'plain.json' decompresses to more than 16 KiB")
+    assert record["size"] == 23 * 1000
+
+
+def test_load_file_without_hand_off_fails_a_csv_over_the_part_bound(tmp_path: Path) -> None:
+    put(tmp_path, "b.csv.gz", bombs.gzip_bomb(64 * MiB, bombs.lines(), header=b"id,name\n"))
+    rows, record = load_file(FakeWorker(tmp_path, max_part_bytes=MiB), pipe_for(), TABLE, "b.csv.gz")  # type: ignore[arg-type]
+    assert rows is None and record["status"] == "LOAD_FAILED"
+    assert "more than 1 MiB (pipeline.max_part_bytes), and it is read whole" in record["first_error"]

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import io
 import json
 import pickle
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -18,8 +21,10 @@ from hypothesis import strategies as st
 from floe.catalog.models import Column, CopySpec, FileFormat, OnError, Table
 from floe.errors import CompilationError, FileLoadError
 from floe.types import arrow_schema
+from pipeline import transform as transform_module
 from pipeline.formats import read_raw
 from pipeline.transform import CompiledCopy, FileResult, apply_copy, compile_copy, new_connection
+from tests.security.attacks import copy_transform as attack
 
 pytestmark = pytest.mark.unit
 
@@ -579,3 +584,115 @@ def test_arbitrary_json_only_raises_file_load_error(text: str, transform: bool) 
     assert result.rows_loaded == table.num_rows
     if result.status != "LOAD_FAILED":
         assert result.rows_parsed == result.rows_loaded + result.errors_seen
+
+
+# ------------------------------------------------------------------------------------------------
+# Injection (issue 9, item 4): a pipe's text, a file's name and a Parquet column's name are data
+
+NOTE = Table(name="D.S.NOTES", columns=[Column(name="V", type="VARCHAR")])
+NOTE_AND_ROW = Table(
+    name="D.S.ROWS", columns=[Column(name="SRC", type="VARIANT"), Column(name="V", type="VARCHAR")]
+)
+
+
+def load_one(select: str, filename: str = "f.csv") -> str:
+    compiled = compile_for(NOTE, select=[select])
+    out, result = load(compiled, b"a\n", filename)
+    assert result.status == "LOADED", result
+    return str(out[0]["V"])
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Path:
+    path = tmp_path / "secret.key"
+    path.write_text("TOP-SECRET-MATERIAL\n")
+    return path
+
+
+@pytest.mark.parametrize("volatile", [True, False], ids=["volatile", "try-wrapped"])
+@pytest.mark.parametrize("reads_file", [False, True], ids=["select-42", "read_text"])
+def test_the_issues_payload_loads_as_its_text(secret: Path, reads_file: bool, volatile: bool) -> None:
+    sql = attack.read_file_sql(str(secret)) if reads_file else "SELECT 42"
+    item = attack.issue_item(sql)
+    if not volatile:
+        item = item.replace(" || LEFT(UUID_STRING(), 0)", "")
+    value = load_one(item)
+    assert value == attack.issue_item_value(sql)
+    assert "TOP-SECRET" not in value
+
+
+def test_a_quote_closing_payload_next_to_a_compiler_name_loads_as_its_text() -> None:
+    text = "') || (SELECT 42) || ('"
+    item = f"{attack.snowflake_literal(text)}::VARCHAR || '__floe_ph_0__' || $1 || '__floe_ph_1__'"
+    assert load_one(item) == text + "__floe_ph_0__a__floe_ph_1__"
+
+
+@pytest.mark.parametrize("filename", attack.HOSTILE_NAMES)
+def test_compiler_names_in_literals_and_a_hostile_file_name_load_as_text(filename: str) -> None:
+    assert load_one(attack.lookalike_item(), filename) == attack.lookalike_value(filename)
+    assert load_one("METADATA$FILENAME", filename) == filename
+
+
+def test_the_scan_time_is_a_timestamp_whatever_the_pipe_text() -> None:
+    value = load_one("'''__FLOE_SCAN_TIME__''' || METADATA$START_SCAN_TIME::VARCHAR")
+    assert value.startswith("'__FLOE_SCAN_TIME__'20")
+
+
+@pytest.mark.parametrize("name", ["__floe_ph_0__", "__floe_filename", "__floe_rn", "c1"])
+def test_compiler_names_as_quoted_identifiers_are_unknown(name: str) -> None:
+    with pytest.raises(CompilationError, match="invalid identifier"):
+        compile_for(NOTE, select=[f'"{name}"'])
+
+
+def test_a_json_key_named_like_a_compiler_name_is_a_key() -> None:
+    compiled = compile_for(NOTE, select=['$1:"__floe_ph_0__" || $1:"__floe_base__"'], type="JSON")
+    out, result = load(compiled, b'{"__floe_ph_0__": "a\'", "__floe_base__": "b"}\n', "f.json")
+    assert result.status == "LOADED", result
+    assert out == [{"V": "a'b"}]
+
+
+def test_parquet_column_names_with_quotes_are_data() -> None:
+    names = [*attack.HOSTILE_NAMES, 'd"q', "__floe_parquet_row__", "__floe_row"]
+    data = parquet_bytes(pa.table({name: [i] for i, name in enumerate(names)}))
+    text = "__floe_parquet_row__ __floe_row"
+    compiled = compile_for(
+        NOTE_AND_ROW,
+        select=["$1", f"{attack.snowflake_literal(text)} || $1:\"x' || (select 42) || '\""],
+        type="PARQUET",
+    )
+    out, result = load(compiled, data, "f.parquet")
+    assert result.status == "LOADED", result
+    assert json.loads(out[0]["SRC"]) == {name: i for i, name in enumerate(names)}
+    assert out[0]["V"] == text + "0"  # the column named x' || (SELECT 42) || ' holds 0
+
+
+def test_a_parquet_path_key_with_a_quote_is_a_key() -> None:
+    data = parquet_bytes(pa.table({"a'b": [{"__floe_base__": "v'"}]}))
+    compiled = compile_for(NOTE, select=['$1:"a\'b"."__floe_base__"'], type="PARQUET")
+    out, result = load(compiled, data, "f.parquet")
+    assert result.status == "LOADED", result
+    assert out == [{"V": "v'"}]
+
+
+def test_the_transform_connections_cannot_read_files(secret: Path) -> None:
+    """Defence in depth: even SQL that reached DuckDB could not read a file."""
+    for con in (new_connection(), transform_module._connection(None), transform_module._compile_connection()):
+        for sql in ("SELECT * FROM read_text('/etc/passwd')", f"SELECT * FROM read_text('{secret}')"):
+            with pytest.raises(duckdb.Error, match="disabled"):
+                con.sql(sql).fetchall()
+    # A plan whose SQL reads a file, as the issue's payload made one: the file fails, unread.
+    compiled = compile_for(NOTE, select=["$1"])
+    plan = dataclasses.replace(compiled.plans[0], pre=f"({attack.read_file_sql(str(secret))})")
+    forced = dataclasses.replace(compiled, plans=(plan,), queries={})
+    raw = read_raw(b"a\n", forced.file_format, path="f.csv")
+    with pytest.raises(FileLoadError, match="disabled") as caught:
+        apply_copy(forced, raw, filename="f.csv", con=new_connection())
+    assert "TOP-SECRET" not in caught.value.message
+
+
+def test_new_connection_takes_a_memory_limit() -> None:
+    con = new_connection(memory_limit="123MB")
+    limit = con.sql("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    assert limit.startswith("117") or limit.startswith("123"), limit  # DuckDB shows MiB
+    with pytest.raises(duckdb.Error):
+        con.execute("SET memory_limit = '8GB'")  # locked

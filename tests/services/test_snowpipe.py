@@ -31,6 +31,7 @@ from floe.keys import Keys
 from floe.settings import Settings
 from pipeline.registrar import PipeCommit, Registrar
 from services.api import create_app
+from services.auth import NO_MATCHING_KEY
 from tests.conftest import unique
 
 pytestmark = pytest.mark.integration
@@ -220,14 +221,14 @@ def test_authentication_failures_answer_401_and_say_why(api: Api) -> None:
         ({}, "Authorization header is missing"),
         ({"Authorization": "Basic dXNlcjpwdw=="}, "Bearer"),
         (bearer("not-a-jwt"), "not a well-formed JWT"),
-        (bearer(token("LOADER_U", new_private_key())), "fingerprint does not match"),
-        (bearer(token("LOADER_U", new_private_key(), fp_of=key)), "signature does not verify"),
+        (bearer(token("LOADER_U", new_private_key())), NO_MATCHING_KEY),
+        (bearer(token("LOADER_U", new_private_key(), fp_of=key)), NO_MATCHING_KEY),
         (bearer(token("LOADER_U", key, iat=time.time() - 7200, lifetime=3600)), "expired"),
         (bearer(token("LOADER_U", key, lifetime=7200)), "more than 3600 s after iat"),
         (bearer(token("LOADER_U", key, iat=time.time() + 600)), "issued in the future"),
         (bearer(token("LOADER_U", key, account="OTHER")), "account 'OTHER'"),
-        (bearer(token("GHOST_U", key)), "user 'GHOST_U' does not exist"),
-        (bearer(token("WATCHER_U", key)), "fingerprint does not match"),  # another user's name
+        (bearer(token("GHOST_U", key)), NO_MATCHING_KEY),  # one answer: user names stay secret
+        (bearer(token("WATCHER_U", key)), NO_MATCHING_KEY),  # another user's name
         (bearer(token("LOADER_U", key, alg="HS256")), "algorithm 'HS256'"),
         (
             {**bearer(token("LOADER_U", key)), "X-Snowflake-Authorization-Token-Type": "OAUTH"},

@@ -35,11 +35,17 @@ class SqlCaller:
         return auth_header(self.settings, self.user, self.key_file)
 
     def sql(self, statement: str, timeout: float = 120.0) -> tuple[int, dict[str, Any]]:
-        """(HTTP status, JSON body) of one statement."""
-        resp = httpx.post(
-            f"{self.url}/api/v1/sql", json={"sql": statement}, headers=self.headers(), timeout=timeout
-        )
-        return resp.status_code, resp.json()
+        """(HTTP status, JSON body) of one statement. A 429 (the API's per-user statement limit,
+        settings.auth.sql_rate_limit_*) is waited out as its Retry-After says, so attacks that
+        run many statements measure the refusal they aim at, not the rate limit."""
+        deadline = time.monotonic() + timeout
+        while True:
+            resp = httpx.post(
+                f"{self.url}/api/v1/sql", json={"sql": statement}, headers=self.headers(), timeout=timeout
+            )
+            if resp.status_code != 429 or time.monotonic() > deadline:
+                return resp.status_code, resp.json()
+            time.sleep(min(5.0, float(resp.headers.get("retry-after", "1"))))
 
 
 def new_user(admin: SqlCaller, directory: Path, name: str, *grants: str) -> SqlCaller:

@@ -1,0 +1,89 @@
+"""Issue 9, items 5-7: one request must not freeze the API through a backtracking regex.
+
+SHOW ... LIKE runs a hand-written wildcard matcher, a pipe's PATTERN runs under RE2, and the
+statement parser scans CREATE PIPE left to right (floe/patterns.py, floe/catalog/ddl.py). Each
+attack gets an answer (a result or a refusal), and /health answers within 0.5 s while it runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from floe.aws import client as aws_client
+from tests.conftest import Stack, unique
+from tests.security.attacks import redos
+from tests.security.attacks.caller import HealthWatch, SqlCaller, watching_health
+
+pytestmark = pytest.mark.e2e
+
+
+def _healthy(watch: HealthWatch) -> None:
+    assert watch.latencies and not watch.failures, watch.failures
+    assert watch.worst < 0.5, f"/health took {watch.worst:.2f} s during the attack"
+
+
+def test_item5_show_like_with_forty_wildcards(mallory: SqlCaller) -> None:
+    status, body = redos.show_like(mallory, "TABLES", "%")
+    assert status == 200 and body["rows"], "no table to match the attack against"
+
+    def attack() -> list[tuple[int, dict[str, Any]]]:
+        return [
+            redos.show_like(mallory, kind, pattern)
+            for kind in ("TABLES", "PIPES", "STAGES", "USERS", "ROLES")
+            for pattern in (redos.LIKE_PERCENT_RUN, redos.LIKE_LONG)
+        ]
+
+    # three rounds at most: 30 statements stay within an ordinary user's SQL rate-limit burst
+    with watching_health(mallory.url) as watch:
+        rounds = redos.until_polled(watch, attack, rounds=3)
+    for status, body in (answer for answers in rounds for answer in answers):
+        # an answer: no name matches, or a refusal (SHOW USERS needs ACCOUNTADMIN)
+        assert (status, body.get("rows")) == (200, []) or status == 403, body
+    _healthy(watch)
+
+
+def test_item6_pipe_pattern_with_nested_quantifiers(admin: SqlCaller, stack: Stack) -> None:
+    bucket, stage, table, pipe = unique("redos"), unique("st_"), unique("t_"), unique("p_")
+    aws_client(stack.settings.aws, "s3").create_bucket(Bucket=bucket)
+    for statement in (
+        f"CREATE STAGE {stage} URL = 's3://{bucket}/in/' FILE_FORMAT = (TYPE = CSV)",
+        f"CREATE TABLE {table} (id INT)",
+        f"CREATE PIPE {pipe} AS COPY INTO {table} FROM @{stage} PATTERN = '{redos.NESTED_PATTERN}'",
+    ):
+        status, body = admin.sql(statement)
+        assert status == 200, (statement, body)
+    with watching_health(admin.url) as watch:
+        answers = redos.until_polled(
+            watch, lambda: redos.insert_files(admin, f"FLOE.PUBLIC.{pipe.upper()}", redos.NESTED_PATHS)
+        )
+    for resp in answers:
+        assert resp.status_code == 200, resp.text
+        body = resp.json()
+        assert body["responseCode"] == "SUCCESS"
+        assert [f["path"] for f in body["unmatchedPatternFiles"]] == redos.NESTED_PATHS
+    _healthy(watch)
+
+    # What RE2 cannot run is refused at CREATE PIPE, saying what to change.
+    status, body = admin.sql(
+        f"CREATE PIPE {unique('p_')} AS COPY INTO {table} FROM @{stage} PATTERN = '(?=a)(a+)+b'"
+    )
+    assert status == 422, body
+    assert "PATTERN uses a lookahead" in body["message"] and "rewrite it without (?=...)" in body["message"]
+
+
+def test_item7_create_pipe_with_sixty_thousand_spaces(mallory: SqlCaller) -> None:
+    def attack() -> list[tuple[int, dict[str, Any]]]:
+        return [
+            redos.create_pipe_with_spaces(mallory, unique("p_"), "x"),
+            redos.create_pipe_with_spaces(mallory, unique("p_"), "AS" + " " * redos.HEADER_SPACES + "x"),
+            redos.create_pipe_with_spaces(mallory, unique("p_"), "COMMENT = '" + "'" * 60_000),
+        ]
+
+    with watching_health(mallory.url) as watch:
+        rounds = redos.until_polled(watch, attack, rounds=10)
+    for status, body in (answer for answers in rounds for answer in answers):
+        assert status == 422, body
+        assert "CREATE PIPE" in body["message"] or "COPY INTO" in body["message"], body["message"]
+    _healthy(watch)
