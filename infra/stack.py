@@ -340,10 +340,12 @@ def redis_users_conf(username: str, password: str) -> str:
     """redis.conf lines that leave ``username`` as the only user, with every right.
 
     The password is given as its SHA-256 (``#<hex>``), so the file does not disclose it either;
-    ``default off`` refuses every connection that does not sign in.
+    ``default off`` refuses every connection that does not sign in. The default user keeps every
+    right all the same: Redis 7.0 replays the AOF as that user, and with no rights it drops every
+    MULTI/EXEC on restart (NOPERM in the log, the registrar's commits lost).
     """
     digest = hashlib.sha256(password.encode()).hexdigest()
-    return f"user default off\nuser {username} on #{digest} ~* &* +@all\n"
+    return f"user default off ~* &* +@all\nuser {username} on #{digest} ~* &* +@all\n"
 
 
 def write_redis_users(settings: Settings, path: Path | None = None, mode: int = 0o600) -> Path:

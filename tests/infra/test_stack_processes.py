@@ -183,7 +183,7 @@ def test_redis_users_file_holds_a_hash_and_no_default_user(tmp_path: Path) -> No
     password = password_file.read_text()
     assert len(password) >= 32 and oct(password_file.stat().st_mode & 0o777) == "0o600"
     lines = path.read_text().splitlines()
-    assert lines[0] == "user default off"
+    assert lines[0] == "user default off ~* &* +@all"
     digest = hashlib.sha256(password.encode()).hexdigest()
     assert lines[1] == f"user loader on #{digest} ~* &* +@all"
     assert oct(path.stat().st_mode & 0o777) == "0o600"

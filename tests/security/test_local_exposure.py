@@ -117,6 +117,27 @@ def test_a_second_start_keeps_the_password(own_redis: Settings, tmp_path: Path) 
         client.close()
 
 
+def test_transactions_survive_a_restart(own_redis: Settings) -> None:
+    """The registrar commits with MULTI/EXEC and scripts; the AOF must replay both under the ACL
+    (Redis 7.0 replays as the default user, which once had no rights and dropped every EXEC)."""
+    key = f"{own_redis.redis.prefix}:restart"
+    client = own_redis.redis.client()
+    try:
+        with client.pipeline(transaction=True) as tx:
+            tx.set(f"{key}:tx", "committed").incr(f"{key}:n")
+            tx.execute()
+        client.eval("redis.call('set', KEYS[1], 'scripted') return 1", 1, f"{key}:lua")
+    finally:
+        client.close()
+    stack.stop(["redis"], own_redis)
+    assert stack.ensure(["redis"], own_redis) == ["redis"]  # a restart, from the AOF
+    client = own_redis.redis.client()
+    try:
+        assert client.mget(f"{key}:tx", f"{key}:n", f"{key}:lua") == [b"committed", b"1", b"scripted"]
+    finally:
+        client.close()
+
+
 def test_the_spark_source_signs_in_from_the_password_file(own_redis: Settings) -> None:
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
