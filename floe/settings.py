@@ -80,7 +80,8 @@ class ApiSettings(_Section):
     max_body_bytes: int = 16 * 1024 * 1024
     """Largest request body accepted; enforced while reading, after authentication (413 past it)."""
     body_timeout_s: float = 30.0
-    """Seconds a client may take to send a whole request body (slow clients get 408)."""
+    """Seconds a client may take to send a request head or a whole body (408), or to finish sending
+    a body the API answered early (then the connection closes)."""
     limit_concurrency: int = 256
     """Connections and requests uvicorn serves at once; past it new ones get 503."""
     timeout_keep_alive_s: int = 5

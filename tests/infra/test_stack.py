@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,17 +143,40 @@ def test_cli_runs_a_passworded_redis_in_its_own_state_dir(
 
 
 def test_a_redis_that_refuses_our_password_gets_a_precise_error(settings: Settings, tmp_path: Path) -> None:
-    """A password file next to a Redis that has none (the shared one): no start, and a hint what to do."""
-    if stack._redis_answer(settings.redis) != "pong" or settings.redis.resolve_password() is not None:
-        pytest.skip("needs the shared Redis without a password")
-    wrong = settings.model_copy(
-        update={
-            "state_dir": str(tmp_path / "state"),
-            "redis": settings.redis.model_copy(update={"password_file": str(tmp_path / "redis.password")}),
-        }
+    """A password file next to a Redis that has none: no start, and a hint what to do."""
+    port = free_port()
+    bare = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        cwd=tmp_path,
     )
-    (tmp_path / "redis.password").write_text("a-password-this-redis-does-not-have")
-    with pytest.raises(stack.StackError, match=r"remove .*redis\.password") as failure:
-        stack.ensure(["redis"], wrong)
-    assert "a redis answers" in str(failure.value)
-    assert stack.running_pid("redis", wrong) is None
+    try:
+        client = redis.Redis(port=port, socket_connect_timeout=1.0)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert client.ping()  # it needs no password
+                break
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline, "the password-less redis-server did not start"
+                time.sleep(0.05)
+        wrong = settings.model_copy(
+            update={
+                "state_dir": str(tmp_path / "state"),
+                "redis": settings.redis.model_copy(
+                    update={
+                        "url": f"redis://127.0.0.1:{port}/0",
+                        "password": None,
+                        "password_file": str(tmp_path / "redis.password"),
+                    }
+                ),
+            }
+        )
+        (tmp_path / "redis.password").write_text("a-password-this-redis-does-not-have")
+        with pytest.raises(stack.StackError, match=r"remove .*redis\.password") as failure:
+            stack.ensure(["redis"], wrong)
+        assert "a redis answers" in str(failure.value)
+        assert stack.running_pid("redis", wrong) is None
+    finally:
+        bare.terminate()
+        bare.wait(10)

@@ -29,12 +29,10 @@ def mallory(admin: SqlCaller, stack: Stack, tmp_path_factory: pytest.TempPathFac
     from floe.aws import client as aws_client
 
     aws_client(stack.settings.aws, "s3").create_bucket(Bucket=bucket)
-    for statement in (
+    admin.run_all(
         f"CREATE STAGE {name}_stage URL = 's3://{bucket}/in/' FILE_FORMAT = (TYPE = CSV)",
         f"CREATE TABLE {name}_t (id INT, note VARCHAR)",
         f"CREATE PIPE {name}_pipe AS COPY INTO {name}_t FROM @{name}_stage",
-    ):
-        status, body = admin.sql(statement)
-        assert status == 200, (statement, body)
+    )
     directory: Path = tmp_path_factory.mktemp("mallory")
     return new_user(admin, directory, name, f"GRANT OPERATE ON PIPE {name}_pipe TO ROLE {{role}}")

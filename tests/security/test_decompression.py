@@ -23,13 +23,11 @@ pytestmark = pytest.mark.e2e
 def _pipe(admin: SqlCaller, bucket: str) -> str:
     """A table and an auto-ingest CSV pipe on s3://bucket/in/; returns the table's name."""
     stage, table, pipe = unique("st_"), unique("t_"), unique("p_")
-    for statement in (
+    admin.run_all(
         f"CREATE STAGE {stage} URL = 's3://{bucket}/in/' FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)",
         f"CREATE TABLE {table} (id INT, name VARCHAR, amount NUMBER(10,2), day DATE)",
         f"CREATE PIPE {pipe} AUTO_INGEST = TRUE AS COPY INTO {table} FROM @{stage} ON_ERROR = CONTINUE",
-    ):
-        status, body = admin.sql(statement)
-        assert status == 200, (statement, body)
+    )
     return table
 
 

@@ -47,6 +47,15 @@ class SqlCaller:
                 return resp.status_code, resp.json()
             time.sleep(min(5.0, float(resp.headers.get("retry-after", "1"))))
 
+    def run_all(self, *statements: str) -> list[dict[str, Any]]:
+        """Run statements that must succeed, in order; their JSON bodies."""
+        bodies = []
+        for statement in statements:
+            status, body = self.sql(statement)
+            assert status == 200, (statement, body)
+            bodies.append(body)
+        return bodies
+
 
 def new_user(admin: SqlCaller, directory: Path, name: str, *grants: str) -> SqlCaller:
     """Create a user with a fresh key pair and a role of its own, run ``grants`` (with ``{role}``
@@ -55,14 +64,12 @@ def new_user(admin: SqlCaller, directory: Path, name: str, *grants: str) -> SqlC
     key_file = directory / f"{name}.p8"
     key_file.write_text(private_key_pem(key))
     role = f"{name}_role"
-    for statement in (
+    admin.run_all(
         f"CREATE ROLE {role}",
         f"CREATE USER {name} RSA_PUBLIC_KEY = '{public_key_body(key.public_key())}' DEFAULT_ROLE = {role}",
         f"GRANT ROLE {role} TO USER {name}",
         *(g.format(role=role) for g in grants),
-    ):
-        status, body = admin.sql(statement)
-        assert status == 200, (statement, body)
+    )
     return SqlCaller(admin.settings, name, str(key_file))
 
 
