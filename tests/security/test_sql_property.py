@@ -1,9 +1,8 @@
 """Property: random SQL built from DuckDB's own table and scalar functions, with file paths and
 setting names as arguments, never returns a file's content, a setting's value or the environment.
 
-Runs the query engine in process (the API's executor on the real Redis, isolated prefix): the
-end-to-end tests already show the endpoint answers what the engine answers, and this way many
-examples fit in a test run.
+Runs the query engine in process (the API's executor on the real Redis, isolated prefix), where
+many examples fit in a test run, and then fewer examples through the running API's SQL endpoint.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from floe.errors import SqlError
 from floe.settings import Settings
 from services.auth import Principal
 from services.sql import SqlExecutor
+from tests.security.attacks.caller import SqlCaller
 
 pytestmark = pytest.mark.integration
 
@@ -160,3 +160,18 @@ def test_the_property_can_fail(secret_file: Path) -> None:
     finally:
         con.close()
     assert SECRET in content and SECRET in _forbidden_marks(secret_file)
+
+
+@pytest.mark.e2e
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_the_query_endpoint_returns_no_file_content_or_setting(
+    admin: SqlCaller, secret_file: Path, data: st.DataObject
+) -> None:
+    """The same property through the running API's SQL endpoint, as the administrator."""
+    sql = data.draw(attacks(str(secret_file)))
+    forbidden = [m for m in _forbidden_marks(secret_file) if m not in sql]
+    status, body = admin.sql(sql)
+    assert status in (200, 404, 422), (sql, status, body)
+    leaked = [m for m in forbidden if m in json.dumps(body, default=str)]
+    assert not leaked, (sql, leaked)
