@@ -31,7 +31,7 @@ from floe import sandbox
 from floe.aws import pyarrow_s3_kwargs
 from floe.blobs import BlobCrypto, crypto_from_settings, open_stats, read_blob
 from floe.catalog import Catalog, Pipe, Table
-from floe.catalog.ddl import Defaults, qualify
+from floe.catalog.ddl import Defaults, qualify, qualify_table
 from floe.errors import CompilationError, ObjectNotFound, SqlError
 from floe.history import COPY_HISTORY_STATUS, FileState, read_states
 from floe.keys import Keys
@@ -614,8 +614,7 @@ class QueryEngine:
         single = len(catalog_refs) == 1 and _is_only_source(query, catalog_refs[0])
         where = query.args.get("where") if single else None
         for node in catalog_refs:
-            parts = ".".join(p for p in (node.catalog, node.db, node.name) if p)
-            full = str(qualify(parts, self.defaults))
+            full = str(qualify_table(node, self.defaults))
             table = self.catalog.find(Table, full)
             if table is None:
                 raise ObjectNotFound("table", full)

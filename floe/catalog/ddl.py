@@ -200,7 +200,8 @@ def qualify(text: str, defaults: Defaults) -> Name:
     return Name(*map(access.check_identifier, norm))
 
 
-def _qualify_table(table: exp.Table, defaults: Defaults) -> Name:
+def qualify_table(table: exp.Table, defaults: Defaults) -> Name:
+    """A table reference's full name: quoted parts as written, unquoted ones upper-cased."""
     parts = [p for p in (table.catalog, table.db, table.name) if p]
     idents = [i for i in table.find_all(exp.Identifier)]
     quoted = {i.name for i in idents if i.quoted}
@@ -303,7 +304,7 @@ def parse_copy(sql: str, defaults: Defaults) -> dict[str, object]:
     if isinstance(target, exp.Schema):
         columns = [i.name if i.quoted else i.name.upper() for i in target.expressions]
         target = target.this
-    table = _qualify_table(target, defaults)
+    table = qualify_table(target, defaults)
     files = node.args.get("files") or []
     if len(files) != 1:
         raise CompilationError("COPY INTO must read FROM exactly one stage")
@@ -416,7 +417,7 @@ def _parse_create(node: exp.Create, defaults: Defaults) -> Statement:
             )
         if len({c.name for c in cols}) != len(cols):
             raise CompilationError("duplicate column name in CREATE TABLE")
-        return CreateTable(_qualify_table(schema.this, defaults), cols, replace, ine)
+        return CreateTable(qualify_table(schema.this, defaults), cols, replace, ine)
     if kind == "STAGE":
         url = ""
         fmt: dict[str, object] = {}
@@ -433,7 +434,7 @@ def _parse_create(node: exp.Create, defaults: Defaults) -> Statement:
             raise CompilationError(
                 "only external stages are supported: CREATE STAGE s URL = 's3://bucket/prefix/'"
             )
-        return CreateStage(_qualify_table(node.this, defaults), url, fmt, replace, ine)
+        return CreateStage(qualify_table(node.this, defaults), url, fmt, replace, ine)
     raise CompilationError(f"CREATE {kind} is not supported")
 
 
