@@ -179,10 +179,10 @@ def test_other_names_must_be_catalog_tables(ex: SqlExecutor, sql: str) -> None:
     assert "does not exist" in refusal(ex, sql).message
 
 
-
 def test_a_quoted_name_is_looked_up_as_written(ex: SqlExecutor) -> None:
     """A quoted path is one identifier, not a dotted name cut at its dots (nor a file)."""
     assert "'FLOE.PUBLIC./etc/passwd' does not exist" in refusal(ex, 'SELECT * FROM "/etc/passwd"').message
+
 
 # --- 3. the function allow-list -------------------------------------------------------------------
 
