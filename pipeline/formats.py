@@ -148,7 +148,8 @@ def read_raw(
     if kind == "PARQUET":
         # Parquet compresses internally; only a whole-file gzip wrapper is undone here.
         compression = "AUTO" if data.startswith(_GZIP_MAGIC) else "NONE"
-        return _read_parquet(_decompress(data, compression, path, max_bytes, "Parquet"), fmt, path)
+        body = _decompress(data, compression, path, max_bytes, "Parquet")
+        return _read_parquet(body, fmt, path, max_bytes)
     body = _decompress(data, fmt.compression, path, max_bytes, "JSON" if kind == "JSON" else "")
     if body.startswith(_UTF8_BOM):  # SKIP_BYTE_ORDER_MARK = TRUE (Snowflake's default)
         body = body[len(_UTF8_BOM) :]
@@ -784,18 +785,32 @@ class _JsonScanner:
 _PARQUET_SOURCE = re.compile(r"^Could not open Parquet input source '[^']*': ")
 
 
-def _read_parquet(body: bytes, fmt: FileFormat, path: str) -> RawFile:
+def _parquet_inflated(parquet: pq.ParquetFile) -> int:
+    """Bytes the file's column chunks take once their pages are decompressed, from its footer."""
+    md = parquet.metadata
+    return sum(
+        md.row_group(g).column(c).total_uncompressed_size
+        for g in range(md.num_row_groups)
+        for c in range(md.num_columns)
+    )
+
+
+def _read_parquet(body: bytes, fmt: FileFormat, path: str, max_bytes: int | None = None) -> RawFile:
     if not body:
         return _empty_raw([], "PARQUET", path, b"", fmt)
     try:
-        table = pq.read_table(pa.BufferReader(body))
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        detail = _PARQUET_SOURCE.sub("", str(exc))  # the source is Floe's in-memory buffer
-        raise FileLoadError(f"Error parsing the parquet file: {detail}", file=path) from exc
-    try:
+        parquet = pq.ParquetFile(pa.BufferReader(body))
+        # Parquet's own page compression is a bomb too: its footer says how far it inflates, and
+        # pyarrow allocates pages by their headers' sizes, which must agree with the footer's.
+        if max_bytes is not None and _parquet_inflated(parquet) > max_bytes:
+            raise PartTooLarge(path, max_bytes, record=False, kind="Parquet")
+        table = parquet.read()
         table.schema.names  # noqa: B018 - pyarrow decodes names lazily: a bad one raises only here
     except UnicodeDecodeError as exc:
         raise FileLoadError("Error parsing the parquet file: a column name is not UTF-8", file=path) from exc
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        detail = _PARQUET_SOURCE.sub("", str(exc))  # the source is Floe's in-memory buffer
+        raise FileLoadError(f"Error parsing the parquet file: {detail}", file=path) from exc
     n = table.num_rows
     bad = _invalid_utf8_rows(table)
     errors = [

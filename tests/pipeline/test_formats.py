@@ -410,7 +410,8 @@ def test_json_and_parquet_say_they_are_read_whole() -> None:
     ):
         read_raw(gzip.compress(docs), FileFormat(type="JSON"), path="d.json.gz", max_bytes=100)
     buf = io.BytesIO()
-    pq.write_table(pa.table({"a": list(range(1000))}), buf)
+    # Uncompressed pages, so the file's own inflated size (its pages) is below its stored size.
+    pq.write_table(pa.table({"a": list(range(1000))}), buf, compression="none")
     parquet = buf.getvalue()
     assert read_raw(
         gzip.compress(parquet), FileFormat(type="PARQUET"), path="p", max_bytes=len(parquet)
@@ -419,3 +420,17 @@ def test_json_and_parquet_say_they_are_read_whole() -> None:
         read_raw(gzip.compress(parquet), FileFormat(type="PARQUET"), path="p", max_bytes=len(parquet) - 1)
     with pytest.raises(PartTooLarge, match="and Parquet files are read whole"):
         read_raw(parquet, FileFormat(type="PARQUET"), path="p", max_bytes=len(parquet) - 1)
+
+
+def test_a_parquet_file_whose_pages_inflate_past_the_bound_fails_unread() -> None:
+    """Parquet's own page compression: 64 MiB of one repeated string zstd-compress to a few KiB."""
+    buf = io.BytesIO()
+    value = "x" * (1 << 20)
+    pq.write_table(
+        pa.table({"s": [value] * 64}), buf, compression="zstd", use_dictionary=False, row_group_size=64
+    )
+    bomb = buf.getvalue()
+    assert len(bomb) < 1 << 20  # small as stored
+    with pytest.raises(PartTooLarge, match="and Parquet files are read whole"):
+        read_raw(bomb, FileFormat(type="PARQUET"), path="bomb.parquet", max_bytes=16 << 20)
+    assert read_raw(bomb, FileFormat(type="PARQUET"), path="bomb.parquet", max_bytes=128 << 20).num_rows == 64
