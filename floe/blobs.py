@@ -220,16 +220,6 @@ class BlobCrypto:
         return stats
 
 
-def seal_stats(stats: dict[str, dict[str, Any]], name: str, crypto: BlobCrypto) -> str:
-    """``crypto.seal_stats``: the statistics sealed for the blob ``name``."""
-    return crypto.seal_stats(stats, name)
-
-
-def open_stats(entry: dict[str, Any], crypto: BlobCrypto) -> dict[str, dict[str, Any]]:
-    """``crypto.open_stats``: a manifest entry's statistics, for pruning."""
-    return crypto.open_stats(entry)
-
-
 def _jsonable(value: Any) -> Any:
     if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat()

@@ -29,7 +29,7 @@ from sqlglot.optimizer.scope import Scope, build_scope
 
 from floe import sandbox
 from floe.aws import pyarrow_s3_kwargs
-from floe.blobs import BlobCrypto, crypto_from_settings, open_stats, read_blob
+from floe.blobs import BlobCrypto, crypto_from_settings, read_blob
 from floe.catalog import Catalog, Pipe, Table
 from floe.catalog.ddl import Defaults, qualify, qualify_table
 from floe.errors import CompilationError, ObjectNotFound, SqlError
@@ -497,7 +497,7 @@ class QueryEngine:
         fs, crypto = self._blob_reader()
         for blob in self.manifest(table):
             stats["blobs_total"] += 1
-            if not may_match(open_stats(blob, crypto), predicates):
+            if not may_match(crypto.open_stats(blob), predicates):
                 continue
             stats["blobs_scanned"] += 1
             path = f"{self.settings.pipeline.tables_bucket}/{blob['name']}"

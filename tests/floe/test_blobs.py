@@ -24,9 +24,7 @@ from floe.blobs import (
     BlobIdentityError,
     StaticKeyProvider,
     column_stats,
-    open_stats,
     read_blob,
-    seal_stats,
     write_blob,
 )
 from floe.settings import Settings
@@ -215,39 +213,39 @@ def test_manifest_entries_carry_no_statistic_values(
     ]:
         assert value not in text, value
     assert "zq-secret" not in repr(meta)
-    assert open_stats(json.loads(text), crypto) == column_stats(secret_table()) == meta.stats
+    assert crypto.open_stats(json.loads(text)) == column_stats(secret_table()) == meta.stats
     assert meta.stats["NAME"]["min"] == SECRET_NAMES[0] and meta.stats["ID"]["max"] == 989898
 
 
 def test_statistics_moved_to_another_blob_or_altered_fail(crypto: BlobCrypto) -> None:
     stats = column_stats(secret_table())
     a, b = name_for("101", "a"), name_for("202", "a")
-    sealed = seal_stats(stats, a, crypto)
+    sealed = crypto.seal_stats(stats, a)
     entry: dict[str, Any] = {"name": a, "rows": 2, "sealed_stats": sealed}
-    assert open_stats(entry, crypto) == stats
+    assert crypto.open_stats(entry) == stats
 
     with pytest.raises(BlobIdentityError, match=f"statistics of blob '{b}' do not open under its name"):
-        open_stats({**entry, "name": b}, crypto)
+        crypto.open_stats({**entry, "name": b})
     raw = bytearray(base64.b64decode(sealed))
     raw[-1] ^= 1
     with pytest.raises(BlobIdentityError, match="altered"):
-        open_stats({**entry, "sealed_stats": base64.b64encode(bytes(raw)).decode()}, crypto)
+        crypto.open_stats({**entry, "sealed_stats": base64.b64encode(bytes(raw)).decode()})
     other = BlobCrypto(StaticKeyProvider("test-key", os.urandom(32)), "test-key")
     with pytest.raises(BlobIdentityError, match="another master key"):
-        open_stats(entry, other)
+        other.open_stats(entry)
 
 
 def test_entries_without_sealed_statistics_prune_nothing(crypto: BlobCrypto) -> None:
     """Plaintext statistics from before sealing are unauthenticated, so they are ignored."""
     legacy = {"name": "n", "stats": {"ID": {"min": 1, "max": 2, "null_count": 0}}}
-    assert open_stats(legacy, crypto) == {}
-    assert open_stats({"name": "n"}, crypto) == {}
+    assert crypto.open_stats(legacy) == {}
+    assert crypto.open_stats({"name": "n"}) == {}
 
 
 def test_opened_statistics_are_cached_per_sealed_entry(crypto: BlobCrypto) -> None:
     stats = column_stats(secret_table())
-    entry = {"name": "n", "sealed_stats": seal_stats(stats, "n", crypto)}
-    first = open_stats(entry, crypto)
-    assert open_stats(dict(entry), crypto) is first
-    resealed = {"name": "n", "sealed_stats": seal_stats({"ID": {"null_count": 0}}, "n", crypto)}
-    assert open_stats(resealed, crypto) == {"ID": {"null_count": 0}}
+    entry = {"name": "n", "sealed_stats": crypto.seal_stats(stats, "n")}
+    first = crypto.open_stats(entry)
+    assert crypto.open_stats(dict(entry)) is first
+    resealed = {"name": "n", "sealed_stats": crypto.seal_stats({"ID": {"null_count": 0}}, "n")}
+    assert crypto.open_stats(resealed) == {"ID": {"null_count": 0}}
