@@ -39,7 +39,20 @@ def sql(
     statement: Annotated[
         str, typer.Argument(help='One Snowflake SQL statement, e.g. "SELECT COUNT(*) FROM t".')
     ],
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array of row objects.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print a JSON array of row objects (an object with --profile)."),
+    ] = False,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            "--profile",
+            help="Also report how many of the tables' blobs the query read (the rest were skipped by "
+            "their min/max statistics): a line on stderr, or with --json the output "
+            '{"rows": [...], "profile": {"blobs_total": N, "blobs_scanned": M}} '
+            "(profile is {} for statements other than queries).",
+        ),
+    ] = False,
     user: Annotated[
         str | None,
         typer.Option(
@@ -59,6 +72,8 @@ def sql(
     Supported: CREATE [OR REPLACE] STAGE | TABLE | PIPE, SHOW STAGES | TABLES | PIPES,
     DESC PIPE | TABLE | STAGE, DROP PIPE | TABLE | STAGE, ALTER PIPE ... SET PIPE_EXECUTION_PAUSED,
     SELECT over tables, TABLE(INFORMATION_SCHEMA.COPY_HISTORY(...)) and SYSTEM$PIPE_STATUS('p').
+    A SELECT skips the blobs whose min/max statistics rule out its WHERE (comparisons of a column
+    with a literal, and BETWEEN, joined by AND); --profile shows how many blobs it read.
 
     Access control, ACCOUNTADMIN only unless noted:
     CREATE [OR REPLACE] USER u [RSA_PUBLIC_KEY = '...'] [DEFAULT_ROLE = r]
@@ -79,11 +94,21 @@ def sql(
     except SqlFailed as exc:
         err.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from None
+    stats = body.get("stats") or {}
     if as_json:
         records = [dict(zip(body["columns"], row, strict=True)) for row in body["rows"]]
-        sys.stdout.write(json.dumps(records, default=str) + "\n")
+        # The plain --json output stays a bare array: scripts already parse it.
+        out: Any = {"rows": records, "profile": stats} if profile else records
+        sys.stdout.write(json.dumps(out, default=str) + "\n")
     else:
         _print_table(body)
+        if profile and "blobs_total" in stats:
+            total, scanned = stats["blobs_total"], stats["blobs_scanned"]
+            err.print(
+                f"read {scanned} of {total} blob{'s' if total != 1 else ''} "
+                f"({total - scanned} skipped by min/max statistics)",
+                style="dim",
+            )
 
 
 def _process_settings() -> Settings:

@@ -61,6 +61,11 @@ class Keys:
         """Hash of pipe runtime facts (last ingested file and time, last error)."""
         return f"{self._pipe(pipe_id)}:status"
 
+    def retired(self, pipe_id: str) -> str:
+        """Set when DROP or CREATE OR REPLACE retires a pipe incarnation; the registrar then refuses
+        its commits, so a batch in flight at that moment never becomes visible."""
+        return f"{self._pipe(pipe_id)}:retired"
+
     def pipe_pattern(self, pipe_id: str) -> str:
         """Glob over every key of one pipe (for DROP PIPE)."""
         return f"{self._pipe(pipe_id)}:*"

@@ -33,7 +33,7 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
         }
         entry.update(log_context.get() or {})
-        for key in ("pipe", "file", "request_id", "batch"):
+        for key in ("pipe", "file", "request_id", "batch", "blobs_total", "blobs_scanned"):
             value = getattr(record, key, None)
             if value is not None:
                 entry[key] = value
@@ -144,6 +144,13 @@ class Faults:
             if self._hits[point] != self.settings.crash_on_hit:
                 return
         logging.getLogger("floe.faults").warning("fault injection: SIGKILL at %s", point)
+        if self.settings.record_file:
+            fd = os.open(self.settings.record_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, f"{point} {os.getpid()}\n".encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         for handler in logging.getLogger().handlers:
             handler.flush()
         group = _floe_group()

@@ -212,12 +212,19 @@ class FaultSettings(_Section):
 
     crash_at: str = ""
     """Named point at which the process kills its whole process group with SIGKILL: pipeline.reading,
-    pipeline.after_blobs, pipeline.after_commit or consumer.after_enqueue; empty means never."""
+    pipeline.after_blobs, pipeline.between_commits (after each pipe's commit), pipeline.after_commit,
+    consumer.after_receive or consumer.after_enqueue; empty means never."""
     crash_on_hit: int = 1
     """Crash the n-th time this process reaches the point."""
+    record_file: str = ""
+    """File a process appends ``<point> <pid>`` to, synced, just before it crashes itself: the chaos
+    tests' evidence that the fault fired (a Spark worker's log lines die with the JVM that relays them)."""
     enqueue_delay_s: float = 0.0
     """Seconds the consumer sleeps inside each message's dedup step (a step that outlasts SQS's
     visibility timeout)."""
+    commit_delay_s: float = 0.0
+    """Seconds the Spark job waits between writing a micro-batch's blobs and committing them, after
+    logging that it does (a batch in flight that a test can act on, say with CREATE OR REPLACE PIPE)."""
 
 
 class Settings(BaseSettings):

@@ -27,7 +27,7 @@ from floe.keys import Keys
 from floe.runtime import Faults, Readiness, Shutdown, setup_logging
 from floe.settings import Settings
 from pipeline.loader import TASK_SCHEMA, BatchContext, process_partition
-from pipeline.registrar import PipeCommit, Registrar
+from pipeline.registrar import Outcome, PipeCommit, Registrar
 from pipeline.session import spark_session
 from pipeline.source import FloeFileSource
 
@@ -112,6 +112,9 @@ class BatchProcessor:
             .collect()
         )
         self.faults.hit("pipeline.after_blobs")
+        if (delay := self.settings.faults.commit_delay_s) > 0:
+            log.warning("fault injection: batch %d waits %.1f s before its commit", batch_id, delay)
+            time.sleep(delay)
         loaded = time.monotonic()
         self._commit(results, by_pipe, qid, batch_id)
         self.faults.hit("pipeline.after_commit")
@@ -171,9 +174,37 @@ class BatchProcessor:
             if payload["status"] == "LOAD_FAILED":
                 log.warning("load failed: %s", payload.get("first_error"), extra=extra)
         for c in commits.values():
-            done = self.registrar.commit(c, qid, batch_id, now)
-            if not done:
+            outcome = self.registrar.commit(c, qid, batch_id, now)
+            if outcome is Outcome.REPLAYED:
                 log.info("pipe %s batch %d was committed by an earlier attempt", c.pipe_id, batch_id)
+            elif outcome is Outcome.RETIRED:
+                self._discard(c, batch_id)
+            self.faults.hit("pipeline.between_commits")
+
+    def _discard(self, c: PipeCommit, batch_id: int) -> None:
+        """Delete the blobs of a commit the registrar refused: no manifest will ever name them.
+
+        The pipe was dropped or replaced while the batch loaded; its queued files went to the
+        successor, which loads them itself. A failed delete only leaves garbage (docs/decisions.md).
+        """
+        names = [b["name"] for b in c.blobs]
+        log.warning(
+            "pipe %s was dropped or replaced while batch %d loaded: %d files not committed, %d blobs deleted",
+            c.pipe_id,
+            batch_id,
+            len(c.files),
+            len(names),
+            extra={"batch": batch_id},
+        )
+        s3 = aws_client(self.settings.aws, "s3")
+        for i in range(0, len(names), 1000):
+            try:
+                s3.delete_objects(
+                    Bucket=self.settings.pipeline.tables_bucket,
+                    Delete={"Objects": [{"Key": n} for n in names[i : i + 1000]], "Quiet": True},
+                )
+            except Exception as exc:  # garbage at worst: never let cleanup fail a batch
+                log.warning("could not delete %d unreferenced blobs: %s", len(names[i : i + 1000]), exc)
 
 
 def run(settings: Settings) -> None:
@@ -182,6 +213,10 @@ def run(settings: Settings) -> None:
     ready = Readiness(settings, "pipeline")
     shutdown = Shutdown().install()
     p = settings.pipeline
+    # The source plans no new micro-batch while this file exists (see _drain).
+    draining = Path(settings.state_dir).absolute() / "run" / "pipeline.draining"
+    draining.parent.mkdir(parents=True, exist_ok=True)
+    draining.unlink(missing_ok=True)
     aws_client(settings.aws, "s3").create_bucket(Bucket=p.tables_bucket)  # idempotent in us-east-1
     spark = spark_session(settings, "floe-pipeline")
     spark.dataSource.register(FloeFileSource)
@@ -197,6 +232,7 @@ def run(settings: Settings) -> None:
                 .option("redis_password_file", str(Path(settings.redis.password_file).absolute()))
                 .option("prefix", settings.redis.prefix)
                 .option("max_files", str(p.max_files_per_batch))
+                .option("drain_file", str(draining))
                 .load()
             )
             query = (
@@ -217,7 +253,7 @@ def run(settings: Settings) -> None:
                     failure = exc
                     break
             if shutdown.requested:
-                _drain(query)
+                _drain(query, draining)
                 break
             log.error(
                 "streaming query stopped: %s; restarting from the checkpoint in 2 s",
@@ -226,6 +262,7 @@ def run(settings: Settings) -> None:
             time.sleep(2)
     finally:
         ready.clear()
+        draining.unlink(missing_ok=True)
         spark.stop()
         log.info("pipeline stopped after %d batches", processor.batches)
 
@@ -254,10 +291,21 @@ def _warm_up(spark: SparkSession, partitions: int) -> None:
     log.info("python workers warmed up in %.1f s", time.monotonic() - started)
 
 
-def _drain(query: Any) -> None:
-    """Let the running micro-batch finish, then stop the query."""
+def _drain(query: Any, draining: Path) -> None:
+    """Let the running micro-batch finish and start no other, then stop the query.
+
+    Under a backlog the triggers run back to back, so waiting for a moment without one could
+    wait forever. The flag file makes the source report no new data, so once the batch planned
+    before it finishes, the trigger goes idle and the query stops with every planned batch in its
+    commit log: nothing is replayed after a restart.
+    """
+    draining.touch()
     log.info("draining: waiting for the running micro-batch")
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 50
     while time.monotonic() < deadline and query.isActive and query.status.get("isTriggerActive"):
         time.sleep(0.1)
+    if query.isActive and query.status.get("isTriggerActive"):
+        log.warning(
+            "the running micro-batch did not finish within 120 s; it will be replayed after a restart"
+        )
     query.stop()

@@ -3,11 +3,14 @@
 A pipe's share of a micro-batch commits in one Lua script keyed by (pipe, query id, batch id):
 the blobs join the manifest, the files' states turn terminal, their queue entries are deleted and
 a batch marker is set, all at once. Replaying the batch finds the marker and changes nothing, so a
-crash anywhere around the commit neither loses nor doubles a file.
+crash anywhere around the commit neither loses nor doubles a file. A pipe incarnation that DROP or
+CREATE OR REPLACE retired commits nothing: its queued files went to its successor (if any) when it
+was retired, and the same script decides which of the two happened first.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -17,9 +20,12 @@ import redis
 from floe.history import FileState
 from floe.keys import Keys
 
-# KEYS: 1 marker, 2 blobs hash, 3 status hash, 4 events stream, 5 queue stream, then one file key per file.
+# KEYS: 1 marker, 2 blobs hash, 3 status hash, 4 events stream, 5 queue stream, 6 retired flag, then
+# one file key per file.
 # ARGV: 1 ttl s, 2 now ms, 3 n blobs, then blob name/json pairs, then per file: path, state json, stream id.
+# Returns 1 committed, 0 committed before (a replay), -1 the pipe incarnation is retired.
 _COMMIT = """
+if redis.call('EXISTS', KEYS[6]) == 1 then return -1 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local ttl = tonumber(ARGV[1])
 local now = ARGV[2]
@@ -30,7 +36,7 @@ for _ = 1, nblobs do
   i = i + 2
 end
 local last_path = nil
-for k = 6, #KEYS do
+for k = 7, #KEYS do
   local path, state, sid = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   redis.call('SET', KEYS[k], state, 'EX', ttl)
   redis.call('XADD', KEYS[4], 'MAXLEN', '~', 10000, '*', 'path', path, 'time', now)
@@ -56,6 +62,17 @@ class PipeCommit:
     """(new state, queue stream id) per file."""
 
 
+class Outcome(enum.Enum):
+    """What a commit did."""
+
+    COMMITTED = 1
+    REPLAYED = 0
+    """The batch had been committed by an earlier attempt; nothing changed."""
+    RETIRED = -1
+    """The pipe incarnation was dropped or replaced; nothing changed, and the batch's blobs are
+    unreferenced."""
+
+
 class Registrar:
     """Commits micro-batches to Redis."""
 
@@ -69,8 +86,8 @@ class Registrar:
         """Whether this pipe's share of the batch is already committed."""
         return bool(self._r.exists(self._keys.batch_marker(pipe_id, query_id, batch_id)))
 
-    def commit(self, c: PipeCommit, query_id: str, batch_id: int, now_ms: int) -> bool:
-        """Commit atomically; False if it had been committed before (a replay)."""
+    def commit(self, c: PipeCommit, query_id: str, batch_id: int, now_ms: int) -> Outcome:
+        """Commit atomically, unless an earlier attempt did or the pipe incarnation is retired."""
         k = self._keys
         keys = [
             k.batch_marker(c.pipe_id, query_id, batch_id),
@@ -78,6 +95,7 @@ class Registrar:
             k.status(c.pipe_id),
             k.events(c.pipe_id),
             k.queue(c.pipe_id),
+            k.retired(c.pipe_id),
         ]
         args: list[str | int] = [self._ttl, now_ms, len(c.blobs)]
         for blob in c.blobs:
@@ -85,4 +103,4 @@ class Registrar:
         for state, sid in c.files:
             keys.append(k.file(c.pipe_id, state.path))
             args += [state.path, state.model_dump_json(), sid]
-        return bool(cast(int, self._script(keys=keys, args=args)))
+        return Outcome(int(cast(int, self._script(keys=keys, args=args))))

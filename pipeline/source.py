@@ -5,6 +5,11 @@ its offset log before running it, so a replayed batch reads the same entries. En
 by the registrar in the commit that makes their files' rows visible (never earlier), and
 ``commit(end)`` trims anything older as a safety net.
 
+A micro-batch's file budget (the ReadLimit, ``pipeline.max_files_per_batch``) is shared max-min
+fairly over the unpaused pipes with pending entries (``fair_shares``), so a pipe with a large
+backlog cannot hold the others back; when there are more such pipes than files in the budget, the
+pipes served rotate from batch to batch.
+
 Spark hands the source nothing but string options, which it may log or show in its UI, so the Redis
 password is never one of them: the options name the password file and the user, and the source
 signs in from the file. An explicit password (FLOE_REDIS__PASSWORD, no file) comes from the
@@ -14,8 +19,11 @@ file, as it does in ``RedisSettings.resolve_password``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import redis
@@ -29,6 +37,10 @@ from floe.settings import RedisSettings, Settings
 
 SCHEMA = "pipe_id string, path string, size long, received_ms long, stream_id string"
 ZERO = "0-0"
+# Entries per pipe and micro-batch under ReadAllAvailable (Trigger.AvailableNow), which sets no budget.
+READ_ALL_CAP = 100_000
+
+Entries = list[tuple[bytes, dict[bytes, bytes]]]
 
 
 def _next_id(stream_id: str) -> str:
@@ -39,6 +51,46 @@ def _next_id(stream_id: str) -> str:
 def _id_key(stream_id: str) -> tuple[int, int]:
     ms, seq = stream_id.split("-")
     return int(ms), int(seq)
+
+
+def rotation(pipe_ids: Iterable[str], after: str) -> list[str]:
+    """Pipe ids in id order, starting with the first one after ``after`` and wrapping around."""
+    ids = sorted(pipe_ids)
+    return [i for i in ids if i > after] + [i for i in ids if i <= after]
+
+
+def fair_shares(
+    pipes: Iterable[Pipe], pending: Mapping[str, int], budget: int, after: str = ""
+) -> dict[str, int]:
+    """Max-min fair split of ``budget`` files over the unpaused pipes with pending entries.
+
+    Water-filling: every pipe gets up to an equal share; what a small pipe leaves over is shared
+    again among the pipes with more backlog, until the budget or the backlog is used up. Files
+    that do not split evenly (and, with more pipes than budget, the single files) go to the pipes
+    first in ``rotation(..., after)`` order, so moving ``after`` on from batch to batch gives every
+    pipe its turn. Returns only the pipes that get files, in that order.
+    """
+    live = {p.id for p in pipes if not p.paused and pending.get(p.id, 0) > 0}
+    order = rotation(live, after)
+    shares = dict.fromkeys(order, 0)
+    left = max(0, budget)
+    active = order
+    while left > 0 and active:
+        level = left // len(active)
+        if level == 0:
+            # Fewer files than pipes still wanting some: one each, in rotation order.
+            for pipe_id in active[:left]:
+                shares[pipe_id] += 1
+            break
+        wanting = []
+        for pipe_id in active:
+            give = min(level, pending[pipe_id] - shares[pipe_id])
+            shares[pipe_id] += give
+            left -= give
+            if shares[pipe_id] < pending[pipe_id]:
+                wanting.append(pipe_id)
+        active = wanting
+    return {pipe_id: n for pipe_id, n in shares.items() if n > 0}
 
 
 def source_redis_settings(options: dict[str, str]) -> RedisSettings:
@@ -68,6 +120,12 @@ class FileStreamReader(DataSourceStreamReader):  # type: ignore[misc]
         self.redis = source_redis_settings(options)
         self.keys = Keys(options["prefix"])
         self.max_files = int(options.get("max_files", "2000"))
+        drain = options.get("drain_file")
+        self.drain_file = Path(drain) if drain else None
+        # Where the next micro-batch's rotation starts (see fair_shares). Spark keeps one reader
+        # for a query's planning, so it carries over from batch to batch; a new query (a restart)
+        # starts at a point drawn from its start offset, so restarts do not favour low pipe ids.
+        self._after: str | None = None
 
     def _client(self) -> redis.Redis:
         return self.redis.client()
@@ -79,26 +137,70 @@ class FileStreamReader(DataSourceStreamReader):  # type: ignore[misc]
         return ReadMaxRows(self.max_files)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        if self.drain_file is not None and self.drain_file.exists():
+            return dict(start)  # `floe pipeline` is draining: plan nothing new (pipeline/job.py)
         client = self._client()
-        catalog = Catalog(client, self.keys)
-        budget = (
-            None if isinstance(limit, ReadAllAvailable) else int(getattr(limit, "maxRows", self.max_files))
-        )
+        pipes = [p for p in Catalog(client, self.keys).all(Pipe).values() if not p.paused]
         end = dict(start)
-        for pipe in sorted(catalog.all(Pipe).values(), key=lambda p: p.id):
-            if pipe.paused or (budget is not None and budget <= 0):
-                continue
-            begin = str(start.get(pipe.id, ZERO))
-            count = budget if budget is not None else 100_000
-            entries = cast(
-                list[tuple[bytes, dict[bytes, bytes]]],
-                client.xrange(self.keys.queue(pipe.id), min=f"({begin}", max="+", count=count),
-            )
-            if entries:
-                end[pipe.id] = entries[-1][0].decode()
-                if budget is not None:
-                    budget -= len(entries)
+        if isinstance(limit, ReadAllAvailable):
+            planned = self._read_after(client, {p.id: READ_ALL_CAP for p in pipes}, end)
+            end.update({pipe_id: entries[-1][0].decode() for pipe_id, entries in planned.items() if entries})
+            return end
+        budget = int(getattr(limit, "maxRows", self.max_files))
+        if self._after is None:
+            # Pipe ids are 16 hex digits, so this is a point spread evenly over them.
+            self._after = hashlib.sha256(json.dumps(start, sort_keys=True).encode()).hexdigest()[:16]
+        self._plan_fair(client, pipes, end, budget, self._after)
         return end
+
+    def _read_after(
+        self, client: redis.Redis, counts: Mapping[str, int], end: Mapping[str, Any]
+    ) -> dict[str, Entries]:
+        """Up to ``counts[pipe]`` entries of each pipe's queue after its offset in ``end``, in one
+        round trip."""
+        ids = list(counts)
+        with client.pipeline(transaction=False) as pipe:
+            for pipe_id in ids:
+                begin = str(end.get(pipe_id, ZERO))
+                pipe.xrange(self.keys.queue(pipe_id), min=f"({begin}", max="+", count=counts[pipe_id])
+            results = cast(list[Entries], pipe.execute())
+        return dict(zip(ids, results, strict=True))
+
+    def _plan_fair(
+        self, client: redis.Redis, pipes: list[Pipe], end: dict[str, Any], budget: int, after: str
+    ) -> None:
+        """Move ``end`` on by each pipe's fair share of ``budget``.
+
+        XLEN is the backlog estimate (one round trip for all pipes). It counts every entry still in
+        the stream, so it is exact once the registrar has deleted the entries up to the start
+        offset, and too high while some are left: a pipe that returns fewer entries than its share
+        has none left, and a further round shares what it did not use among the others.
+        """
+        with client.pipeline(transaction=False) as pipe:
+            for p in pipes:
+                pipe.xlen(self.keys.queue(p.id))
+            lengths = cast(list[int], pipe.execute())
+        backlog = {p.id: n for p, n in zip(pipes, lengths, strict=True) if n > 0}
+        waiting = rotation(backlog, after)
+        got = dict.fromkeys(backlog, 0)
+        left = budget
+        while left > 0:
+            shares = fair_shares(pipes, {i: backlog[i] - got[i] for i in backlog}, left, after)
+            if not shares:
+                break
+            for pipe_id, entries in self._read_after(client, shares, end).items():
+                if entries:
+                    end[pipe_id] = entries[-1][0].decode()
+                    got[pipe_id] += len(entries)
+                    left -= len(entries)
+                if len(entries) < shares[pipe_id]:
+                    backlog[pipe_id] = got[pipe_id]  # it has no more
+        served = [i for i in waiting if got[i] > 0]
+        if served:
+            # Next batch: when some waiting pipe got nothing, start after the last one served, so
+            # the next ones get their turn; otherwise every pipe was served and starting one pipe
+            # later just moves the files that do not split evenly on.
+            self._after = served[-1] if len(served) < len(waiting) else served[0]
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         parts = []

@@ -128,6 +128,7 @@ class Consumer:
             messages: list[dict[str, Any]] = resp.get("Messages", [])
             if not messages:
                 continue
+            self.faults.hit("consumer.after_receive")
             pending = {m["MessageId"]: m for m in messages}
             heartbeat = asyncio.create_task(self._keep_invisible(sqs, url, pending))
             done: list[dict[str, str]] = []

@@ -41,6 +41,21 @@ return out
 """
 
 
+# KEYS[1] retired flag, KEYS[2] queue stream. ARGV[1] now ms.
+# Returns the queue's (path, size) pairs the first time, nothing once the pipe is retired.
+_RETIRE = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX') then return {} end
+local out = {}
+for _, entry in ipairs(redis.call('XRANGE', KEYS[2], '-', '+')) do
+  local fields = {}
+  for i = 1, #entry[2], 2 do fields[entry[2][i]] = entry[2][i + 1] end
+  out[#out + 1] = fields['path']
+  out[#out + 1] = fields['size'] or '-1'
+end
+return out
+"""
+
+
 @dataclass(frozen=True)
 class FileRef:
     """A file to load: its path relative to the stage and its size if known."""
@@ -102,3 +117,18 @@ class Deduper:
             args += [f.path, -1 if f.size is None else f.size, state.json(f)]
         flags = cast(list[int], self._script(keys=keys, args=args))
         return [bool(x) for x in flags]
+
+
+def retire_pipe(client: redis.Redis, keys: Keys, pipe_id: str) -> list[FileRef]:
+    """Retire a pipe incarnation (DROP, CREATE OR REPLACE) and return the files still queued for it.
+
+    One script sets the retired flag the registrar checks and reads the queue, so every queued file
+    is either committed by a batch already in flight or returned here, never both. A second call
+    returns nothing.
+    """
+    flat = cast(list[bytes], client.eval(_RETIRE, 2, keys.retired(pipe_id), keys.queue(pipe_id), now_ms()))
+    out: list[FileRef] = []
+    for path, size in zip(flat[::2], flat[1::2], strict=True):
+        n = int(size)
+        out.append(FileRef(path.decode(), None if n < 0 else n))
+    return out

@@ -1,10 +1,11 @@
 """Queries over loaded tables: Snowflake SQL transpiled by sqlglot, run by DuckDB over Arrow.
 
 The API process keeps decrypted blobs in an LRU cache (blobs are immutable once committed), so a
-small query answers in milliseconds without a Spark session. Before reading, the WHERE clause's
-simple comparisons are checked against each blob's min/max statistics from the manifest, and blobs
-that cannot hold a matching row are skipped. ``COPY_HISTORY`` and ``SYSTEM$PIPE_STATUS`` are
-answered from load history and joined into the same DuckDB query.
+small query answers in milliseconds without a Spark session. Before reading, a single-table query's
+WHERE terms that compare a column with a literal (joined by AND) are checked against each blob's
+min/max statistics from the manifest, and blobs that cannot hold a matching row are skipped; the
+result's ``stats`` count the blobs in the table and those read. ``COPY_HISTORY`` and
+``SYSTEM$PIPE_STATUS`` are answered from load history and joined into the same DuckDB query.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import datetime as dt
 import decimal
 import functools
 import json
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -30,13 +32,13 @@ from sqlglot.optimizer.scope import Scope, build_scope
 from floe import sandbox
 from floe.aws import pyarrow_s3_kwargs
 from floe.blobs import BlobCrypto, crypto_from_settings, read_blob
-from floe.catalog import Catalog, Pipe, Table
+from floe.catalog import Catalog, Column, Pipe, Table
 from floe.catalog.ddl import Defaults, qualify, qualify_table
 from floe.errors import CompilationError, ObjectNotFound, SqlError
 from floe.history import COPY_HISTORY_STATUS, FileState, read_states
 from floe.keys import Keys
 from floe.settings import Settings
-from floe.types import arrow_schema
+from floe.types import arrow_schema, parse_column_type
 from services.functions import check_functions, function_name
 
 
@@ -92,58 +94,232 @@ class BlobCache:
         return table
 
 
+Predicate = tuple[str, str, Any]
+"""(column, op, value): a WHERE conjunct that a blob's min/max can refute. ``value`` is already of the
+type DuckDB compares the column in (see ``_literal``), and ``may_match`` reads the statistics as that."""
+
 _OPS: dict[type[exp.Expr], str] = {exp.EQ: "=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
 _FLIP = {"=": "=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
+# Clauses of the top-level SELECT under which WHERE alone decides which of the table's rows count.
+# Any other (SAMPLE, CONNECT BY, MATCH_RECOGNIZE, PIVOT...) sees rows before or beside WHERE, so a
+# query that has one is not pruned: when in doubt, read the blob.
+_QUERY_ARGS = frozenset(
+    {"expressions", "from_", "where", "group", "having", "qualify", "windows", "order", "limit", "offset"}
+    | {"distinct", "with_"}
+)
+# Likewise for the table reference itself: a sample, time travel, pivot or a column list in its
+# alias (``t AS x(a, b)`` renames the columns WHERE names) all stop pruning.
+_SOURCE_ARGS = frozenset({"this", "db", "catalog", "alias"})
+# DuckDB compares a NUMBER column with a plain integer or decimal literal exactly (as DECIMAL) while
+# both fit 38 digits; exponent forms and longer literals become DOUBLE, compared approximately.
+# 18 digits keeps well inside the exact range.
+_PLAIN_NUMBER = re.compile(r"\d+(?:\.\d+)?", re.ASCII)
+_MAX_EXACT_DIGITS = 18
+_DATE_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
+_TIME_TEXT = r"[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?"
+_NTZ_TEXT = re.compile(rf"\d{{4}}-\d{{2}}-\d{{2}}(?:{_TIME_TEXT})?", re.ASCII)
+_TZ_TEXT = re.compile(rf"\d{{4}}-\d{{2}}-\d{{2}}(?:{_TIME_TEXT}(?:Z|[+-]\d{{2}}(?::?\d{{2}})?)?)?", re.ASCII)
+_CASTABLE = frozenset({"DATE", "TIMESTAMP_NTZ", "TIMESTAMP_TZ"})
 
 
-def _predicates(where: exp.Expr | None) -> list[tuple[str, str, Any]]:
-    """(column, op, literal) conjuncts of a WHERE clause that statistics can decide."""
-    if where is None:
-        return []
-    out: list[tuple[str, str, Any]] = []
-    for node in where.flatten() if isinstance(where, exp.And) else [where]:
-        op = _OPS.get(type(node))
-        if op is None:
-            continue
-        left, right = node.this, node.expression
-        if isinstance(right, exp.Column) and isinstance(left, exp.Literal):
-            left, right, op = right, left, _FLIP[op]
-        if isinstance(left, exp.Column) and isinstance(right, exp.Literal):
-            value: Any = right.this if right.is_string else float(right.this)
-            out.append((left.name.upper(), op, value))
+def _plain_query(query: exp.Expr, source: exp.Table) -> bool:
+    """True when the WHERE of ``query`` filters ``source``'s rows and nothing else changes them."""
+    if not isinstance(query, exp.Select):
+        return False
+    if any(value for key, value in query.args.items() if key not in _QUERY_ARGS):
+        return False
+    if any(value for key, value in source.args.items() if key not in _SOURCE_ARGS):
+        return False
+    alias = source.args.get("alias")
+    return not (isinstance(alias, exp.TableAlias) and alias.columns)
+
+
+def _shadowed(query: exp.Select, source: exp.Table) -> set[str]:
+    """Output names that stand for something other than the table column of that name.
+
+    DuckDB binds a WHERE name to the table's column first and to an output alias only if there is
+    no such column; a name that could be either is not used for pruning all the same.
+    """
+    out: set[str] = set()
+    for projection in query.expressions:
+        for alias in projection.find_all(exp.Alias):
+            inner = alias.this
+            plain = (
+                alias is projection
+                and isinstance(inner, exp.Column)
+                and inner.table in ("", source.alias_or_name)
+                and not inner.args.get("db")
+            )
+            if not (plain and inner.name.upper() == alias.alias.upper()):
+                out.add(alias.alias.upper())
     return out
 
 
-def _comparable(stat: Any, literal: Any) -> tuple[Any, Any] | None:
-    if isinstance(literal, float) and isinstance(stat, int | float) and not isinstance(stat, bool):
-        return float(stat), literal
-    if isinstance(literal, str) and isinstance(stat, str):
-        return stat.replace("T", " "), literal.replace("T", " ")
-    if isinstance(literal, float) and isinstance(stat, str):
+def _conjuncts(where: exp.Expr) -> list[exp.Expr]:
+    """The AND-ed terms of a WHERE clause, through the Where node and parentheses.
+
+    Only AND is opened: a term under OR, NOT or anything else is one opaque term (never pruned on).
+    A loop, not recursion, so a long chain of ANDs cannot exhaust the stack.
+    """
+    out: list[exp.Expr] = []
+    todo: list[exp.Expr] = [where]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, exp.Where | exp.Paren):
+            todo.append(node.this)
+        elif isinstance(node, exp.And):
+            todo.extend((node.right, node.left))
+        else:
+            out.append(node)
+    return out
+
+
+def _column(node: exp.Expr, source: exp.Table, table: Table, shadowed: set[str]) -> Column | None:
+    """The table column ``node`` names: unqualified or qualified by the source's alias (or name)."""
+    if not isinstance(node, exp.Column) or node.args.get("db") or node.args.get("catalog"):
+        return None
+    if node.table and node.table != source.alias_or_name:
+        return None
+    name = node.name.upper()
+    if name in shadowed:
+        return None
+    try:
+        return table.column(name)  # DuckDB binds names case-insensitively, as this looks them up
+    except KeyError:
+        return None
+
+
+def _literal(node: exp.Expr, column: Column) -> Any:
+    """``node`` as the value DuckDB compares ``column`` with, or None unless that is certain.
+
+    NUMBER: a plain literal of at most 18 digits, as a Decimal (exact). FLOAT: a number a double
+    holds exactly, as a float. VARCHAR: a string literal. DATE / TIMESTAMP_NTZ / TIMESTAMP_TZ: an ISO
+    string literal (optionally cast to the column's own type), as a date or datetime; a
+    TIMESTAMP_TZ literal without an offset is UTC, the sandbox's session zone. Anything else: None.
+    """
+    kind = column.type
+    if isinstance(node, exp.Cast) and not isinstance(node, exp.TryCast) and kind in _CASTABLE:
         try:
-            return float(stat), literal  # decimals are kept as strings in the manifest
-        except ValueError:
+            target = parse_column_type(node.to)[0]
+        except CompilationError:
             return None
+        if target != kind or not (isinstance(node.this, exp.Literal) and node.this.is_string):
+            return None
+        node = node.this
+    negative = isinstance(node, exp.Neg)
+    if negative:
+        node = node.this
+    if not isinstance(node, exp.Literal):
+        return None
+    text = str(node.this)
+    try:
+        if node.is_string:
+            if negative:
+                return None
+            if kind == "VARCHAR":
+                return text
+            if kind == "DATE" and _DATE_TEXT.fullmatch(text):
+                return dt.date.fromisoformat(text)
+            if kind == "TIMESTAMP_NTZ" and _NTZ_TEXT.fullmatch(text):
+                return dt.datetime.fromisoformat(text)
+            if kind == "TIMESTAMP_TZ" and _TZ_TEXT.fullmatch(text):
+                value = dt.datetime.fromisoformat(text)
+                return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value
+            return None
+        if kind == "NUMBER" and _PLAIN_NUMBER.fullmatch(text):
+            if sum(c.isdigit() for c in text) > _MAX_EXACT_DIGITS:
+                return None
+            number = decimal.Decimal(text)
+            return -number if negative else number
+        if kind == "FLOAT":
+            exact = decimal.Decimal(text)
+            # DuckDB rounds the literal to a double; only one a double holds exactly rounds the same
+            # whichever way it is done.
+            if not exact.is_finite() or decimal.Decimal(float(exact)) != exact:
+                return None
+            return -float(exact) if negative else float(exact)
+    except (ValueError, decimal.InvalidOperation):
+        return None  # not a value DuckDB would accept either; let it report that
     return None
 
 
-def may_match(stats: dict[str, dict[str, Any]], predicates: list[tuple[str, str, Any]]) -> bool:
+def _predicate(column: Column | None, op: str, node: exp.Expr) -> Predicate | None:
+    if column is None:
+        return None
+    # DuckDB sorts NaN above every number and min/max statistics skip NaN, so a blob whose max is
+    # below v may still hold rows with x > v.
+    if column.type == "FLOAT" and op in (">", ">="):
+        return None
+    value = _literal(node, column)
+    return None if value is None else (column.name, op, value)
+
+
+def _predicates(query: exp.Expr, source: exp.Table, table: Table) -> list[Predicate]:
+    """Conjuncts of ``query``'s WHERE clause that ``table``'s blob statistics can decide.
+
+    ``source`` is the query's only source and reads ``table``; identifiers are normalized (upper
+    case unless quoted). Only comparisons of a table column with a literal (``=``, ``<``, ``<=``,
+    ``>``, ``>=``, either way round) and ``BETWEEN`` are used, and only in terms joined by AND:
+    leaving a predicate out only reads more blobs, so whatever is not certain is left out.
+    """
+    where = query.args.get("where")
+    if where is None or not isinstance(query, exp.Select) or not _plain_query(query, source):
+        return []
+    shadowed = _shadowed(query, source)
+    out: list[Predicate] = []
+    for node in _conjuncts(where):
+        found: list[Predicate | None] = []
+        if isinstance(node, exp.Between) and not node.args.get("symmetric"):
+            column = _column(node.this, source, table, shadowed)
+            found += [_predicate(column, ">=", node.args["low"]), _predicate(column, "<=", node.args["high"])]
+        elif (op := _OPS.get(type(node))) is not None:
+            left, right = node.this, node.expression
+            if not isinstance(left, exp.Column):
+                left, right, op = right, left, _FLIP[op]
+            found.append(_predicate(_column(left, source, table, shadowed), op, right))
+        out.extend(p for p in found if p is not None)
+    return out
+
+
+def _stat_as(stat: Any, like: Any) -> Any:
+    """A manifest min/max read as the type of the literal it is compared with, or None."""
+    if isinstance(stat, bool):
+        return None
+    try:
+        if isinstance(like, decimal.Decimal) and isinstance(stat, int | str):
+            value = decimal.Decimal(stat)  # wide NUMBERs are kept as strings in the manifest
+            return value if value.is_finite() else None
+        if isinstance(like, float) and isinstance(stat, int | float):
+            return float(stat)
+        if isinstance(like, dt.datetime) and isinstance(stat, str) and "T" in stat:
+            # A timestamp's statistics are datetime.isoformat(): never a bare date.
+            moment = dt.datetime.fromisoformat(stat)
+            return moment if (moment.tzinfo is None) == (like.tzinfo is None) else None
+        if isinstance(like, dt.date) and not isinstance(like, dt.datetime) and isinstance(stat, str):
+            return dt.date.fromisoformat(stat)
+        if isinstance(like, str) and isinstance(stat, str):
+            return stat
+    except (ValueError, decimal.InvalidOperation):
+        return None
+    return None
+
+
+def may_match(stats: dict[str, dict[str, Any]], predicates: list[Predicate]) -> bool:
     """False only when the statistics prove no row of the blob satisfies every predicate."""
-    for column, op, literal in predicates:
+    for column, op, value in predicates:
         col = stats.get(column)
-        if col is None or "min" not in col:
+        if not col or "min" not in col or "max" not in col:
             continue
-        lo = _comparable(col["min"], literal)
-        hi = _comparable(col["max"], literal)
-        if lo is None or hi is None:
+        mn, mx = _stat_as(col["min"], value), _stat_as(col["max"], value)
+        if mn is None or mx is None:
             continue
-        (mn, v), (mx, _) = lo, hi
+        # NaN statistics (a FLOAT column of NaNs only) make every comparison false: nothing pruned.
         if (
-            (op == "=" and (v < mn or v > mx))
-            or (op == ">" and mx <= v)
-            or (op == ">=" and mx < v)
-            or (op == "<" and mn >= v)
-            or (op == "<=" and mn > v)
+            (op == "=" and (value < mn or value > mx))
+            or (op == ">" and mx <= value)
+            or (op == ">=" and mx < value)
+            or (op == "<" and mn >= value)
+            or (op == "<=" and mn > value)
         ):
             return False
     return True
@@ -488,9 +664,7 @@ class QueryEngine:
             blobs.extend(json.loads(v) for _, v in sorted(raw.items()))
         return blobs
 
-    def table_data(
-        self, table: Table, predicates: list[tuple[str, str, Any]], stats: dict[str, int]
-    ) -> pa.Table:
+    def table_data(self, table: Table, predicates: list[Predicate], stats: dict[str, int]) -> pa.Table:
         """The table's rows from the blobs its statistics do not rule out."""
         schema = arrow_schema(table)
         pieces: list[pa.Table] = []
@@ -611,15 +785,17 @@ class QueryEngine:
                     raise CompilationError("SYSTEM$PIPE_STATUS takes the pipe name as a string literal")
                 call.replace(exp.Literal.string(self.pipe_status(str(call.expressions[0].this))))
         catalog_refs = _resolve_ctes(query, ours)
+        # Only a table that is the top-level SELECT's one source is pruned: the top-level WHERE
+        # speaks of it alone (a second reference, even in a subquery, may see other rows).
         single = len(catalog_refs) == 1 and _is_only_source(query, catalog_refs[0])
-        where = query.args.get("where") if single else None
         for node in catalog_refs:
             full = str(qualify_table(node, self.defaults))
             table = self.catalog.find(Table, full)
             if table is None:
                 raise ObjectNotFound("table", full)
             name = f"__floe_t{len(tables)}"
-            tables[name] = self.table_data(table, _predicates(where), stats)
+            predicates = _predicates(query, node, table) if single else []
+            tables[name] = self.table_data(table, predicates, stats)
             _point(node, name, ours)
         _check_resolved(query, ours)
         return query.sql(dialect="duckdb"), tables

@@ -62,6 +62,7 @@ from floe.keys import Keys
 from floe.patterns import like_matcher
 from floe.settings import Settings
 from services.auth import Principal, require_admin, require_pipe_privilege
+from services.dedup import Deduper, retire_pipe
 from services.query import QueryEngine, Result
 from services.queues import configure_bucket, ensure_queues
 
@@ -238,7 +239,7 @@ class SqlExecutor:
             self._configure_notifications(pipe.bucket, extra=pipe, without=old)
         self.catalog.put(pipe)
         if old is not None:
-            self._forget_pipe(old)
+            self._forget_pipe(old, successor=pipe)
         return _status(f"Pipe {s.name.name} successfully created.")
 
     def _owner_for(self, principal: Principal) -> str:
@@ -266,12 +267,32 @@ class SqlExecutor:
                 code="091003",
             ) from exc
 
-    def _forget_pipe(self, pipe: Pipe) -> None:
-        """Drop a pipe incarnation's queue, file states and history; its committed blobs stay in the table."""
-        keep = self.keys.blobs(pipe.id)
+    def _forget_pipe(self, pipe: Pipe, successor: Pipe | None = None) -> None:
+        """Retire a pipe incarnation, then drop its queue, file states and history.
+
+        Its committed blobs stay in the table. Files still queued go to the successor of a
+        CREATE OR REPLACE when it reads the same stage and would accept them, so a file notified
+        before the replacement is neither lost nor loaded twice (docs/decisions.md).
+        """
+        queued = retire_pipe(self.redis, self.keys, pipe.id)
+        if successor is not None and queued:
+            carried = [f for f in queued if _accepts(successor, pipe, f.path)]
+            if carried:
+                Deduper(self.redis, self.keys, self.settings.retention_seconds).enqueue(
+                    successor, carried, source="replace"
+                )
+            if len(carried) < len(queued):
+                log.warning(
+                    "%d files queued for the replaced pipe are outside its successor's stage or PATTERN "
+                    "and were not carried over",
+                    len(queued) - len(carried),
+                    extra={"pipe": pipe.name},
+                )
+            log.info("%d queued files carried over to the new pipe", len(carried), extra={"pipe": pipe.name})
+        keep = {self.keys.blobs(pipe.id), self.keys.retired(pipe.id)}
         batch: list[bytes] = []
         for key in self.redis.scan_iter(match=self.keys.pipe_pattern(pipe.id), count=1000):
-            if key.decode() != keep:
+            if key.decode() not in keep:
                 batch.append(key)
             if len(batch) >= 1000:
                 self.redis.delete(*batch)
@@ -686,3 +707,12 @@ class SqlExecutor:
                 ["RSA_PUBLIC_KEY_2_FP", _fingerprint(user.rsa_public_key_2)],
             ],
         )
+
+
+def _accepts(successor: Pipe, old: Pipe, path: str) -> bool:
+    """Whether a file queued for ``old`` is one ``successor`` would have been notified of."""
+    return (
+        successor.stage_url == old.stage_url
+        and successor.relative_path(successor.object_key(path)) is not None
+        and successor.matches(path)
+    )

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from boto3.s3.transfer import TransferConfig
 
+from tests.chaos.oracle import scan_table
 from tests.chaos.test_faults import wait_dead
 from tests.conftest import Stack, wait_until
 from tests.e2e.test_autoingest import done, history, make_pipe
@@ -125,21 +126,34 @@ def test_large_file_killed_between_parts_loads_once(
     small = {"FLOE_PIPELINE__STREAM_FILE_BYTES": str(8 * MB), "FLOE_PIPELINE__CHUNK_BYTES": str(4 * MB)}
     stack.stop("pipeline")
     # Hit 1 is the fetch that finds the file large, hits 2.. its parts: two blobs exist at hit 4.
+    mark = len(stack.log_text("pipeline"))
     stack.start(
         "pipeline",
         env={**small, "FLOE_FAULTS__CRASH_AT": "pipeline.reading", "FLOE_FAULTS__CRASH_ON_HIT": "4"},
     )
     upload(s3, path, bucket, "in/large.csv")
     assert wait_dead(stack, "pipeline") == -signal.SIGKILL
+    assert "fault injection: SIGKILL at pipeline.reading" in stack.log_text("pipeline")[mark:]
+    written = scan_table(stack.settings, table)
+    assert written.committed == [] and written.orphans, "the kill must come after some parts were written"
     stack.start("pipeline", env=small)
     wait_until(
         lambda: done(stack, table, 1), timeout=300, interval=1.0, what="the large file in COPY_HISTORY"
     )
     assert_loaded_once(stack, table, "large.csv", records)
     assert "streamed s3://" in stack.log_text("pipeline"), "the file should have been streamed in parts"
+    # The replay wrote its parts under the same names, so the first attempt's parts are committed
+    # now, not left behind.
+    scan = scan_table(stack.settings, table)
+    print(
+        f"large file: {len(written.orphans)} parts written before the kill; after the replay "
+        f"{len(scan.committed)} committed blobs, {len(scan.orphans)} orphans"
+    )
+    assert scan.orphans == []
 
 
 @pytest.mark.volume
+@pytest.mark.timeout(1800)  # the load alone may take up to 1,200 s; pytest's global timeout is 600 s
 def test_two_gigabyte_csv_loads_with_bounded_memory(
     stack: Stack, bucket: str, s3: Any, tmp_path: Path
 ) -> None:

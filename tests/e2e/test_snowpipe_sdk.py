@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -81,14 +82,23 @@ def test_sdk_ingests_reports_and_scans(stack: Stack, bucket: str, s3: Any) -> No
     assert {f["path"]: f["status"] for f in scan["files"]} == dict.fromkeys(names, "LOADED")
     again = sdk.ingest_files([StagedFile(n, None) for n in names])  # a client retry
     assert again["responseCode"] == "SUCCESS"
+    # Had the retry queued the files again, they would be pending now: count once nothing is.
+    wait_until(lambda: pending_files(stack, pipe) == 0, what="the pipe's queue to be empty")
     assert len(sdk.get_history_range(started)["files"]) == 2
     assert stack.sql(f"SELECT COUNT(*) AS n FROM {table}")[0]["N"] == 9
+
+
+def pending_files(stack: Stack, pipe: str) -> int:
+    """SYSTEM$PIPE_STATUS's pendingFileCount: files queued and not yet committed."""
+    status = stack.sql(f"SELECT SYSTEM$PIPE_STATUS('{pipe}') AS s")[0]["S"]
+    return int(json.loads(status)["pendingFileCount"])
 
 
 class _FlakyProxy(BaseHTTPRequestHandler):
     """Forwards to the API, but answers the first insertFiles with a 503 after it went through."""
 
     upstream = ""
+    port = 0
     failures_left = 1
     lock = threading.Lock()
 
@@ -118,30 +128,35 @@ class _FlakyProxy(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def flaky_proxy(stack: Stack) -> Iterator[int]:
-    handler = type("Flaky", (_FlakyProxy,), {"upstream": f"http://127.0.0.1:{stack.settings.api.port}"})
+def flaky_proxy(stack: Stack) -> Iterator[type[_FlakyProxy]]:
+    """A proxy handler class whose ``port`` the test talks to; ``failures_left`` shows what it did."""
+    handler: type[_FlakyProxy] = type(
+        "Flaky", (_FlakyProxy,), {"upstream": f"http://127.0.0.1:{stack.settings.api.port}"}
+    )
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    handler.port = int(server.server_address[1])
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield int(server.server_address[1])
+        yield handler
     finally:
         server.shutdown()
         server.server_close()
 
 
 def test_sdk_retry_after_a_lost_answer_loads_each_file_once(
-    stack: Stack, bucket: str, s3: Any, flaky_proxy: int
+    stack: Stack, bucket: str, s3: Any, flaky_proxy: type[_FlakyProxy]
 ) -> None:
     pipe, table, user, pem = rest_pipe(stack, bucket)
     names = [f"retry_{i}.csv" for i in range(5)]
     for i, name in enumerate(names):
         s3.put_object(Bucket=bucket, Key=f"rest/{name}", Body=csv_file(i * 100, 3))
     started = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)).isoformat(timespec="seconds")
-    sdk = manager(stack, pipe, user, pem, port=flaky_proxy)
+    sdk = manager(stack, pipe, user, pem, port=flaky_proxy.port)
 
     # The first call is applied but its answer lost (503); the SDK retries and succeeds.
     assert sdk.ingest_files([StagedFile(n, None) for n in names])["responseCode"] == "SUCCESS"
+    assert flaky_proxy.failures_left == 0, "the proxy must have lost an answer"
 
     def history() -> list[dict[str, Any]] | None:
         files = sdk.get_history_range(started)["files"]
@@ -150,4 +165,6 @@ def test_sdk_retry_after_a_lost_answer_loads_each_file_once(
     files = wait_until(history, what="five files LOADED")
     assert sorted(f["path"] for f in files) == names
     assert sum(f["rowsInserted"] for f in files) == 15
+    # A wrong second enqueue by the retry would still be queued or loading: count once none is.
+    wait_until(lambda: pending_files(stack, pipe) == 0, what="the pipe's queue to be empty")
     assert stack.sql(f"SELECT COUNT(*) AS n FROM {table}")[0]["N"] == 15

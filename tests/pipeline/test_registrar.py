@@ -11,9 +11,9 @@ from floe.catalog import CopySpec, Pipe
 from floe.history import read_state
 from floe.keys import Keys
 from floe.settings import Settings
-from pipeline.registrar import PipeCommit, Registrar
+from pipeline.registrar import Outcome, PipeCommit, Registrar
 from pipeline.source import FileStreamReader, PipeRange
-from services.dedup import Deduper, FileRef
+from services.dedup import Deduper, FileRef, retire_pipe
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +42,7 @@ def test_commit_is_atomic_and_replay_changes_nothing(
         (b.model_copy(update={"status": "LOAD_FAILED"}), ids[1]),
     ]
     assert not reg.committed(pipe.id, "q", 7)
-    assert reg.commit(c, "q", 7, 1000)
+    assert reg.commit(c, "q", 7, 1000) is Outcome.COMMITTED
     assert reg.committed(pipe.id, "q", 7)
     assert redis_client.xlen(keys.queue(pipe.id)) == 0
     assert json.loads(redis_client.hget(keys.blobs(pipe.id), "blob-1") or b"{}")["rows"] == 5
@@ -50,8 +50,31 @@ def test_commit_is_atomic_and_replay_changes_nothing(
     assert loaded is not None and loaded.status == "LOADED"
     # A replay of the same batch (same query id and batch id) commits nothing.
     c.blobs = [{"name": "blob-2", "rows": 9}]
-    assert not reg.commit(c, "q", 7, 2000)
+    assert reg.commit(c, "q", 7, 2000) is Outcome.REPLAYED
     assert redis_client.hlen(keys.blobs(pipe.id)) == 1
+
+
+def test_a_retired_pipe_commits_nothing_and_hands_its_queue_over(
+    isolated_settings: Settings, redis_client: redis.Redis
+) -> None:
+    """DROP / CREATE OR REPLACE against a batch in flight: whichever script runs first wins, whole."""
+    keys, pipe, ids = setup(isolated_settings, redis_client)
+    reg = Registrar(redis_client, keys, 3600)
+    a = read_state(redis_client, keys, pipe.id, "a")
+    assert a is not None
+    done = PipeCommit(pipe.id, blobs=[{"name": "blob-a", "rows": 1}])
+    done.files = [(a.model_copy(update={"status": "LOADED", "rows_loaded": 1}), ids[0])]
+    assert reg.commit(done, "q", 1, 1000) is Outcome.COMMITTED
+    # Retiring hands over what is still queued (b), not what was committed (a).
+    handed = retire_pipe(redis_client, keys, pipe.id)
+    assert [(f.path, f.size) for f in handed] == [("b", None)]
+    late = PipeCommit(pipe.id, blobs=[{"name": "blob-b", "rows": 1}])
+    b = read_state(redis_client, keys, pipe.id, "b")
+    assert b is not None
+    late.files = [(b.model_copy(update={"status": "LOADED", "rows_loaded": 1}), ids[1])]
+    assert reg.commit(late, "q", 2, 2000) is Outcome.RETIRED
+    assert sorted(redis_client.hkeys(keys.blobs(pipe.id))) == [b"blob-a"]
+    assert retire_pipe(redis_client, keys, pipe.id) == []  # idempotent: nothing is handed over twice
 
 
 def test_source_offsets_ranges_and_trim(isolated_settings: Settings, redis_client: redis.Redis) -> None:

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from floe.catalog import ADMIN_ROLE, Pipe, Role, User
 from floe.errors import ObjectNotFound, PermissionDenied, SqlError
 from floe.keypair import fingerprint, new_private_key, public_key_body
-from floe.settings import Settings
 from services.auth import Principal
 from services.sql import SqlExecutor
 
@@ -26,15 +23,6 @@ ADMIN = Principal("FLOE_ADMIN", frozenset({ADMIN_ROLE, "PUBLIC"}))
 def keys() -> list[rsa.RSAPrivateKey]:
     """A few key pairs, generated once because RSA key generation is slow."""
     return [new_private_key() for _ in range(3)]
-
-
-@pytest.fixture
-def ex(isolated_settings: Settings, redis_client: redis.Redis) -> Iterator[SqlExecutor]:
-    """An executor on a fresh key prefix, whose keys are removed afterwards."""
-    yield SqlExecutor(isolated_settings, redis_client)
-    stale = list(redis_client.scan_iter(match=f"{isolated_settings.redis.prefix}:*", count=1000))
-    if stale:
-        redis_client.delete(*stale)
 
 
 def run(ex: SqlExecutor, sql: str, principal: Principal = ADMIN) -> list[dict[str, Any]]:

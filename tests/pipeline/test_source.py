@@ -1,0 +1,332 @@
+"""The source's fair sharing of a micro-batch's file budget over pipes.
+
+Unit tests cover the allocation (``fair_shares``); the integration tests drive ``FileStreamReader``
+against the real Redis micro-batch by micro-batch, as Spark does, and check that a pipe with a
+large backlog no longer holds back the pipes behind it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from hypothesis import given
+from hypothesis import strategies as st
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from bench.harness import unique
+from floe.catalog import ADMIN_ROLE, Catalog, CopySpec, Pipe
+from floe.catalog.models import new_id
+from floe.history import FileState, read_state
+from floe.keys import Keys
+from floe.settings import Settings
+from pipeline.source import FileStreamReader, fair_shares, rotation
+from services.auth import Principal
+from services.dedup import Deduper, FileRef
+from services.sql import SqlExecutor
+from tests.conftest import Stack, wait_until
+
+
+def make_pipe(pipe_id: str, *, paused: bool = False) -> Pipe:
+    return Pipe(
+        id=pipe_id,
+        name=f"D.S.P_{pipe_id.upper()}",
+        copy_spec=CopySpec(table="D.S.T", stage="D.S.S"),
+        table_id="t",
+        stage_url="s3://b/",
+        paused=paused,
+    )
+
+
+def pipes(*ids: str) -> list[Pipe]:
+    return [make_pipe(i) for i in ids]
+
+
+# -- allocation -------------------------------------------------------------------------------
+
+
+@pytest.mark.unit
+def test_equal_split() -> None:
+    pending = {"a": 10_000, "b": 10_000, "c": 10_000, "d": 10_000}
+    assert fair_shares(pipes(*pending), pending, 2000) == {"a": 500, "b": 500, "c": 500, "d": 500}
+
+
+@pytest.mark.unit
+def test_uneven_split_differs_by_at_most_one_and_rotates() -> None:
+    pending = {"a": 10_000, "b": 10_000, "c": 10_000}
+    assert fair_shares(pipes(*pending), pending, 2000) == {"a": 667, "b": 667, "c": 666}
+    # The files that do not split evenly go to the pipes first after the rotation point.
+    assert fair_shares(pipes(*pending), pending, 2000, after="a") == {"b": 667, "c": 667, "a": 666}
+
+
+@pytest.mark.unit
+def test_small_pipes_fully_served_and_their_leftover_goes_to_big_ones() -> None:
+    pending = {"a": 10, "b": 5000, "c": 3, "d": 5000}
+    shares = fair_shares(pipes(*pending), pending, 2000)
+    assert shares["a"] == 10 and shares["c"] == 3
+    assert {shares["b"], shares["d"]} == {994, 993}
+    assert sum(shares.values()) == 2000
+
+
+@pytest.mark.unit
+def test_one_big_backlog_leaves_room_for_a_single_file() -> None:
+    pending = {"a": 5000, "b": 1}
+    assert fair_shares(pipes(*pending), pending, 2000) == {"a": 1999, "b": 1}
+
+
+@pytest.mark.unit
+def test_more_pipes_than_budget_rotates() -> None:
+    ids = ["p0", "p1", "p2", "p3", "p4"]
+    pending = dict.fromkeys(ids, 100)
+    assert fair_shares(pipes(*ids), pending, 2) == {"p0": 1, "p1": 1}
+    assert fair_shares(pipes(*ids), pending, 2, after="p1") == {"p2": 1, "p3": 1}
+    assert fair_shares(pipes(*ids), pending, 2, after="p3") == {"p4": 1, "p0": 1}
+    # Moving the rotation point past the last pipe served, every pipe gets a turn within
+    # ceil(5 / 2) batches.
+    after, served = "", set()
+    for _ in range(3):
+        shares = fair_shares(pipes(*ids), pending, 2, after=after)
+        assert sum(shares.values()) == 2
+        served |= set(shares)
+        after = list(shares)[-1]
+    assert served == set(ids)
+
+
+@pytest.mark.unit
+def test_budget_exactly_used_when_backlog_allows() -> None:
+    pending = {"a": 7, "b": 1, "c": 300, "d": 45}
+    for budget in (1, 4, 13, 100, 352):
+        shares = fair_shares(pipes(*pending), pending, budget)
+        assert sum(shares.values()) == min(budget, sum(pending.values())), budget
+    # More budget than backlog: everything, and no more.
+    assert fair_shares(pipes(*pending), pending, 10_000) == pending
+
+
+@pytest.mark.unit
+def test_zero_pending_pipes_are_ignored() -> None:
+    pending = {"a": 0, "b": 5, "c": 0}
+    assert fair_shares(pipes("a", "b", "c", "d"), pending, 100) == {"b": 5}
+    assert fair_shares(pipes("a", "b"), {"a": 0, "b": 0}, 100) == {}
+    assert fair_shares(pipes("a"), {"a": 5}, 0) == {}
+
+
+@pytest.mark.unit
+def test_paused_pipes_are_ignored() -> None:
+    catalog = [make_pipe("a", paused=True), make_pipe("b"), make_pipe("c")]
+    pending = {"a": 1000, "b": 10, "c": 1000}
+    assert fair_shares(catalog, pending, 100) == {"b": 10, "c": 90}
+
+
+@pytest.mark.unit
+def test_rotation_wraps_around() -> None:
+    assert rotation(["c", "a", "b"], "") == ["a", "b", "c"]
+    assert rotation(["c", "a", "b"], "b") == ["c", "a", "b"]
+    assert rotation(["c", "a", "b"], "bb") == ["c", "a", "b"]
+    assert rotation(["c", "a", "b"], "z") == ["a", "b", "c"]
+
+
+@pytest.mark.unit
+@given(
+    st.dictionaries(st.sampled_from("abcdefghij"), st.integers(0, 50), max_size=10),
+    st.integers(0, 300),
+    st.sampled_from(["", "c", "f", "z"]),
+)
+def test_shares_are_max_min_fair(pending: dict[str, int], budget: int, after: str) -> None:
+    shares = fair_shares(pipes(*pending), pending, budget, after)
+    assert sum(shares.values()) == min(budget, sum(pending.values()))
+    assert all(0 < n <= pending[i] for i, n in shares.items())
+    # Water-filling: a pipe left wanting has at least as much as any other pipe, give or take the
+    # one file that does not split evenly.
+    top = max(shares.values(), default=0)
+    for i, n in pending.items():
+        if shares.get(i, 0) < n:
+            assert shares.get(i, 0) >= top - 1
+
+
+# -- the reader against Redis -----------------------------------------------------------------
+
+
+def reader(settings: Settings, keys: Keys, max_files: int) -> FileStreamReader:
+    return FileStreamReader(
+        {"redis_url": settings.redis.url, "prefix": keys.prefix, "max_files": str(max_files)}
+    )
+
+
+def micro_batches(
+    r: FileStreamReader, limit: ReadMaxRows, most: int = 100
+) -> Iterator[list[tuple[str, str]]]:
+    """(pipe id, path) of every file of each micro-batch, planned and run the way Spark does."""
+    start = r.initialOffset()
+    for _ in range(most):
+        end = r.latestOffset(start, limit)
+        if end == start:
+            return
+        yield [(row[0], row[1]) for part in r.partitions(start, end) for row in r.read(part)]
+        r.commit(end)
+        start = end
+    pytest.fail(f"still planning after {most} micro-batches")
+
+
+def create_pipes(client: redis.Redis, keys: Keys, n: int) -> list[Pipe]:
+    """n pipes in the catalog, in id order (the order the old source served them in)."""
+    catalog = Catalog(client, keys)
+    made = [make_pipe(i) for i in sorted(new_id() for _ in range(n))]
+    for p in made:
+        catalog.put(p)
+    return made
+
+
+def enqueue(client: redis.Redis, keys: Keys, pipe: Pipe, paths: list[str]) -> None:
+    deduper = Deduper(client, keys, 3600)
+    for i in range(0, len(paths), 1000):
+        assert all(deduper.enqueue(pipe, [FileRef(p, 10) for p in paths[i : i + 1000]], source="rest"))
+
+
+@pytest.mark.integration
+def test_a_backlog_does_not_starve_a_later_pipe(
+    isolated_settings: Settings, redis_client: redis.Redis
+) -> None:
+    keys = Keys(isolated_settings.redis.prefix)
+    a, b = create_pipes(redis_client, keys, 2)  # a's id is lower: the old source served it first
+    a_paths = [f"a/{i:05d}.csv" for i in range(5000)]
+    enqueue(redis_client, keys, a, a_paths)
+    enqueue(redis_client, keys, b, ["b/only.csv"])
+
+    batches = list(micro_batches(reader(isolated_settings, keys, 2000), ReadMaxRows(2000)))
+
+    first = batches[0]
+    assert (b.id, "b/only.csv") in first
+    assert sum(1 for pipe_id, _ in first if pipe_id == a.id) == 1999  # the rest of the budget
+    assert all(len(batch) <= 2000 for batch in batches)
+    read_a = Counter(path for batch in batches for pipe_id, path in batch if pipe_id == a.id)
+    assert set(read_a) == set(a_paths) and set(read_a.values()) == {1}  # each exactly once
+    assert [len(batch) for batch in batches] == [2000, 2000, 1001]
+    assert redis_client.xlen(keys.queue(a.id)) == 0 and redis_client.xlen(keys.queue(b.id)) == 0
+
+
+@pytest.mark.integration
+def test_more_pipes_than_budget_take_turns(isolated_settings: Settings, redis_client: redis.Redis) -> None:
+    keys = Keys(isolated_settings.redis.prefix)
+    made = create_pipes(redis_client, keys, 5)
+    for p in made:
+        enqueue(redis_client, keys, p, [f"{p.id}/{i}.csv" for i in range(3)])
+
+    batches = list(micro_batches(reader(isolated_settings, keys, 2), ReadMaxRows(2)))
+
+    # Every batch makes progress with the whole budget, and within ceil(5 / 2) batches every pipe
+    # has had a turn.
+    assert [len(batch) for batch in batches] == [2] * 7 + [1]
+    assert {pipe_id for batch in batches[:3] for pipe_id, _ in batch} == {p.id for p in made}
+    read = Counter(path for batch in batches for _, path in batch)
+    assert len(read) == 15 and set(read.values()) == {1}
+
+
+@pytest.mark.integration
+def test_budget_used_when_planned_entries_are_still_in_the_queue(
+    isolated_settings: Settings, redis_client: redis.Redis
+) -> None:
+    """Before entries are deleted the queue length overstates a pipe's backlog; what that pipe
+    cannot use goes to the others in the same micro-batch."""
+    keys = Keys(isolated_settings.redis.prefix)
+    a, b = create_pipes(redis_client, keys, 2)
+    enqueue(redis_client, keys, a, [f"a{i}" for i in range(3)])
+    enqueue(redis_client, keys, b, [f"b{i}" for i in range(20)])
+    r = reader(isolated_settings, keys, 10)
+    start = r.initialOffset()
+    end = r.latestOffset(start, ReadMaxRows(10))
+    first = [row[1] for part in r.partitions(start, end) for row in r.read(part)]
+    assert sorted(first) == sorted([f"a{i}" for i in range(3)] + [f"b{i}" for i in range(7)])
+    # No commit, no registrar: a's three entries are still in its stream.
+    end2 = r.latestOffset(end, ReadMaxRows(10))
+    second = [row[1] for part in r.partitions(end, end2) for row in r.read(part)]
+    assert second == [f"b{i}" for i in range(7, 17)]
+
+
+@pytest.mark.integration
+def test_read_all_available_reads_everything(isolated_settings: Settings, redis_client: redis.Redis) -> None:
+    keys = Keys(isolated_settings.redis.prefix)
+    a, b = create_pipes(redis_client, keys, 2)
+    enqueue(redis_client, keys, a, [f"a{i}" for i in range(2500)])
+    enqueue(redis_client, keys, b, ["b0"])
+    r = reader(isolated_settings, keys, 10)
+    start = r.initialOffset()
+    end = r.latestOffset(start, ReadAllAvailable())
+    rows = [row for part in r.partitions(start, end) for row in r.read(part)]
+    assert len(rows) == 2501
+
+
+# -- the real Spark job -----------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_spark_job_loads_a_later_pipe_while_a_backlog_waits(
+    isolated_settings: Settings, redis_client: redis.Redis, bucket: str, s3: Any, tmp_path: Path
+) -> None:
+    """`floe pipeline` with 100 files per micro-batch, pipe A 5,000 files behind (objects that do
+    not exist: each fails fast with LOAD_FAILED), pipe B one real file. Served in id order, B would
+    wait the 50 micro-batches A's backlog takes; shared fairly, it loads in the first one."""
+    state = Path(isolated_settings.state_dir)
+    settings = isolated_settings.model_copy(
+        update={
+            "pipeline": isolated_settings.pipeline.model_copy(
+                update={"max_files_per_batch": 100, "checkpoint_dir": str(tmp_path / "checkpoint")}
+            ),
+            "encryption": isolated_settings.encryption.model_copy(
+                update={"master_key_file": str(state / "master.key")}
+            ),
+        },
+        deep=True,
+    )
+    settings.encryption.resolve_master_key()  # create the key file before the job reads it
+    keys = Keys(settings.redis.prefix)
+    sql = SqlExecutor(settings, redis_client)
+    admin = Principal("FLOE_ADMIN", frozenset({ADMIN_ROLE, "PUBLIC"}))
+    stage, table = unique("st_"), unique("t_")
+    sql.execute(f"CREATE STAGE {stage} URL = 's3://{bucket}/in/'", admin)
+    sql.execute(f"CREATE TABLE {table} (id INT, name VARCHAR)", admin)
+    names = [unique("p_"), unique("p_")]
+    for name in names:
+        sql.execute(f"CREATE PIPE {name} AUTO_INGEST = FALSE AS COPY INTO {table} FROM @{stage}", admin)
+    catalog = Catalog(redis_client, keys)
+    # A is whichever pipe has the lower id: the one the old source served first.
+    a, b = sorted(
+        (catalog.get(Pipe, f"{settings.database}.{settings.schema_name}.{n.upper()}") for n in names),
+        key=lambda p: p.id,
+    )
+    s3.put_object(Bucket=bucket, Key="in/b.csv", Body=b"1,one\n2,two\n")
+    enqueue(redis_client, keys, a, [f"missing/{i:05d}.csv" for i in range(5000)])
+    enqueue(redis_client, keys, b, ["b.csv"])
+
+    (state / "logs").mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **settings.child_env(), "PYSPARK_PYTHON": sys.executable}
+    job = Stack(settings, env, {}, state / "logs")
+    try:
+        job.start("pipeline")
+
+        def b_loaded() -> FileState | None:
+            s = read_state(redis_client, keys, b.id, "b.csv")
+            return s if s is not None and s.status == "LOADED" else None
+
+        loaded = wait_until(b_loaded, timeout=120, what="pipe B's file to load")
+        # The registrar deletes a batch's entries in the commit that made B's file LOADED, so A's
+        # queue shows how many of A's files went before B's: a batch or so, not all 5,000.
+        assert int(redis_client.xlen(keys.queue(a.id))) >= 4000
+        # One micro-batch's commits share one time stamp: the first batch was B's file and A's
+        # first 99, the rest of the budget.
+        last, next_ = (read_state(redis_client, keys, a.id, f"missing/{i:05d}.csv") for i in (98, 99))
+        assert last is not None and last.status == "LOAD_FAILED" and last.loaded_ms == loaded.loaded_ms
+        assert next_ is not None and next_.loaded_ms != loaded.loaded_ms
+    finally:
+        # Killed, not drained: a drain waits for a quiet moment between micro-batches, and A's
+        # backlog leaves none; nothing of this throwaway prefix and checkpoint needs a clean stop.
+        job.stop("pipeline", signal.SIGKILL)
+        stale = list(redis_client.scan_iter(match=f"{settings.redis.prefix}:*", count=1000))
+        for i in range(0, len(stale), 1000):
+            redis_client.delete(*stale[i : i + 1000])
