@@ -102,10 +102,13 @@ chaos: deps ## run the fault-injection tests (kills and restarts) and the volume
 	$(VENV)/bin/pytest -m chaos -rP tests
 
 # mypy gets only the packages that have Python files yet (it fails on an empty directory).
-lint: deps ## ruff check, ruff format --check, mypy
+# lint-imports checks the layering in pyproject's [tool.importlinter] (docs/architecture.md, "Packages");
+# it takes a fraction of a second, so it keeps no cache in the checkout.
+lint: deps ## ruff check, ruff format --check, mypy, import layering and cycles (lint-imports)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy $(foreach d,floe services pipeline infra bench,$(if $(wildcard $(d)/*.py $(d)/*/*.py),$(d)))
+	$(VENV)/bin/mypy $(foreach d,floe services pipeline front infra bench,$(if $(wildcard $(d)/*.py $(d)/*/*.py),$(d)))
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 bench: deps ## run the benchmarks (results in bench/results/)
 	$(PY) -m bench.run

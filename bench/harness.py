@@ -29,8 +29,8 @@ from rich.console import Console
 
 from bench.memory import session_members
 from floe.aws import client as aws_client
-from floe.client import auth_header, records, run_sql
 from floe.settings import Settings
+from front.client import auth_header, records, run_sql
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -246,7 +246,7 @@ class FloeStack:
 class SqlClient:
     """A kept-alive connection to the API's SQL endpoint, for polling.
 
-    ``floe.client.run_sql`` opens a new HTTP client per statement, which costs ~30 ms here (most of
+    ``front.client.run_sql`` opens a new HTTP client per statement, which costs ~30 ms here (most of
     it building a TLS context it never uses); a poll that paid that would add it to every latency.
     """
 

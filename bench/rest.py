@@ -17,9 +17,9 @@ import time
 import uuid
 from typing import Any
 
-from floe.client import run_sql
 from floe.keypair import new_private_key, public_key_body, sign_token
 from floe.settings import Settings
+from front.client import run_sql
 
 
 def setup(settings: Settings) -> tuple[str, str]:

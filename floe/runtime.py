@@ -9,7 +9,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -180,13 +179,3 @@ def _floe_group() -> int | None:
         if pid <= 1:
             return None
     return None
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.1) -> bool:
-    """Poll until the predicate holds or the timeout passes."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()

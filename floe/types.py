@@ -15,11 +15,15 @@ Physical choices:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 from sqlglot import exp
 
-from floe.catalog.models import Column, Table
 from floe.errors import CompilationError
+
+if TYPE_CHECKING:  # annotations only: catalog.ddl imports this module
+    from floe.catalog.models import Column, Table
 
 MAX_PRECISION = 38
 """Largest NUMBER precision (Snowflake's and Arrow decimal128's)."""

@@ -22,7 +22,7 @@ from typing import Protocol
 import numpy as np
 import pyarrow as pa
 
-from floe.errors import FileLoadError
+from floe.errors import FileLoadError, TransientError
 
 _MAGIC = {b"\x1f\x8b": "GZIP", b"BZh": "BZ2", b"\x28\xb5\x2f\xfd": "ZSTD"}
 
@@ -74,8 +74,10 @@ class _Prefixed:
         return self._rest.read(n)
 
 
-class TransportError(OSError):
-    """Reading the staged object failed (not its content): transient, the batch is replayed."""
+class TransportError(TransientError, OSError):
+    """Reading the staged object failed (not its content): transient, the batch is replayed.
+
+    Also an OSError, so readers that let only OSError through (pyarrow's file wrappers) keep it."""
 
 
 def _size(n: int) -> str:

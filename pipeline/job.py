@@ -24,27 +24,15 @@ from floe.aws import client as aws_client
 from floe.catalog import Catalog, Table, now_ms
 from floe.history import FileState
 from floe.keys import Keys
+from floe.records import TASK_SCHEMA, WIRE_DDL, LoadTask, decode_results
 from floe.runtime import Faults, Readiness, Shutdown, setup_logging
 from floe.settings import Settings
-from pipeline.loader import TASK_SCHEMA, BatchContext, process_partition
+from pipeline.loader import BatchContext, process_partition
 from pipeline.registrar import Outcome, PipeCommit, Registrar
 from pipeline.session import spark_session
 from pipeline.source import FloeFileSource
 
 log = logging.getLogger("floe.pipeline")
-
-_STATE_FIELDS = (
-    "status",
-    "rows_parsed",
-    "rows_loaded",
-    "errors_seen",
-    "first_error",
-    "first_error_line",
-    "first_error_character",
-    "first_error_column",
-    "system_error",
-    "error_limit",
-)
 
 
 class BatchProcessor:
@@ -73,14 +61,14 @@ class BatchProcessor:
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         qid = self.query_id()
-        rows = [r.asDict() for r in df.collect()]
+        queued = [LoadTask.from_row(r.asDict()) for r in df.collect()]
         collected = time.monotonic()
-        by_pipe: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for r in rows:
-            by_pipe[r["pipe_id"]].append(r)
+        by_pipe: dict[str, list[LoadTask]] = defaultdict(list)
+        for t in queued:
+            by_pipe[t.pipe_id].append(t)
         pipes: dict[str, str] = {}
         tables: dict[str, str] = {}
-        todo: list[dict[str, Any]] = []
+        todo: list[LoadTask] = []
         for pipe_id, files in by_pipe.items():
             if self.registrar.committed(pipe_id, qid, batch_id):
                 log.info("batch %d already committed for pipe %s: replay skipped", batch_id, pipe_id)
@@ -96,19 +84,16 @@ class BatchProcessor:
         if not todo:
             return
         n = max(1, min(self.settings.pipeline.partitions, len(todo)))
-        todo.sort(key=lambda r: (r["pipe_id"], r["path"]))
-        tasks = [
-            (r["pipe_id"], r["path"], r["size"], r["received_ms"], r["stream_id"], i % n)
-            for i, r in enumerate(todo)
-        ]
+        todo.sort(key=lambda t: (t.pipe_id, t.path))
+        tasks = [t.in_part(i % n) for i, t in enumerate(todo)]
         ctx = BatchContext(self.settings_json, self.master_key, qid, batch_id, pipes, tables)
-        # One element per Spark partition, each the list of its tasks: the partitions come out as
-        # planned without a shuffle (partitionBy cost a whole extra stage per micro-batch).
-        groups = [[t for t in tasks if t[-1] == i] for i in range(n)]
+        # One element per Spark partition, each the list of its tasks' rows: the partitions come out
+        # as planned without a shuffle (partitionBy cost a whole extra stage per micro-batch).
+        groups = [[t.task_row() for t in tasks if t.part == i] for i in range(n)]
         rdd = self.spark.sparkContext.parallelize(groups, n).flatMap(lambda group: group)
         results = (
             self.spark.createDataFrame(rdd, TASK_SCHEMA)
-            .mapInArrow(lambda it: process_partition(ctx, it), "kind string, pipe_id string, payload string")
+            .mapInArrow(lambda it: process_partition(ctx, it), WIRE_DDL)
             .collect()
         )
         self.faults.hit("pipeline.after_blobs")
@@ -133,46 +118,31 @@ class BatchProcessor:
         )
 
     def _commit(
-        self, results: list[Any], by_pipe: dict[str, list[dict[str, Any]]], qid: str, batch_id: int
+        self, results: list[Any], by_pipe: dict[str, list[LoadTask]], qid: str, batch_id: int
     ) -> None:
-        commits: dict[str, PipeCommit] = {}
         now = now_ms()
-        received = {(r["pipe_id"], r["path"]): r["received_ms"] for rows in by_pipe.values() for r in rows}
+        received = {(t.pipe_id, t.path): t.received_ms for tasks in by_pipe.values() for t in tasks}
         pipes = {pipe_id: self.catalog.pipe_by_id(pipe_id) for pipe_id in by_pipe}
-        files: list[tuple[str, dict[str, Any]]] = []
-        for row in results:
-            payload = json.loads(row["payload"])
-            c = commits.setdefault(row["pipe_id"], PipeCommit(row["pipe_id"]))
-            if row["kind"] == "blob":
-                c.blobs.append(payload)
-            else:
-                files.append((row["pipe_id"], payload))
+        returned = decode_results(r.asDict() for r in results)
+        commits = {pipe_id: PipeCommit(pipe_id, blobs=res.blobs) for pipe_id, res in returned.items()}
+        files = [(pipe_id, result) for pipe_id, res in returned.items() for result in res.outcomes]
         # One round trip for every file's current state, not one per file.
-        olds = self.redis.mget([self.keys.file(pipe_id, p["path"]) for pipe_id, p in files]) if files else []
-        for (pipe_id, payload), old in zip(files, olds, strict=True):
-            c = commits[pipe_id]
+        olds = self.redis.mget([self.keys.file(pipe_id, o.path) for pipe_id, o in files]) if files else []
+        for (pipe_id, result), old in zip(files, olds, strict=True):
             pipe = pipes.get(pipe_id)
             state = (
                 FileState.model_validate_json(old)
                 if old
                 else FileState(
-                    path=payload["path"],
+                    path=result.path,
                     stage_location=pipe.stage_url if pipe else "",
-                    received_ms=received[(pipe_id, payload["path"])],
+                    received_ms=received[(pipe_id, result.path)],
                 )
             )
-            update = {k: payload.get(k) for k in _STATE_FIELDS if k in payload}
-            update["loaded_ms"] = now
-            if payload.get("size") is not None:
-                update["size"] = payload["size"]
-            c.files.append((state.model_copy(update=update), payload["stream_id"]))
-            extra = {
-                "pipe": pipe.name if pipe else pipe_id,
-                "file": payload["path"],
-                "batch": batch_id,
-            }
-            if payload["status"] == "LOAD_FAILED":
-                log.warning("load failed: %s", payload.get("first_error"), extra=extra)
+            commits[pipe_id].files.append((result.apply_to(state, now), result.stream_id))
+            extra = {"pipe": pipe.name if pipe else pipe_id, "file": result.path, "batch": batch_id}
+            if result.status == "LOAD_FAILED":
+                log.warning("load failed: %s", result.first_error, extra=extra)
         for c in commits.values():
             outcome = self.registrar.commit(c, qid, batch_id, now)
             if outcome is Outcome.REPLAYED:

@@ -1,14 +1,14 @@
 """Executor-side work of a micro-batch: read staged files, transform them, write blobs.
 
-Runs inside ``mapInArrow`` on Spark's Python workers. Input rows name files; output rows are small
-JSON records (one per file result, one per blob) that the driver hands to the registrar. Data
-never travels through Spark itself: pyarrow reads the files from S3 and writes the blobs to S3.
+Runs inside ``mapInArrow`` on Spark's Python workers. Input rows are LoadTasks; output rows carry
+the files' LoadOutcomes and the blobs' manifest entries (in the wire form of ``floe.records``),
+which the driver hands to the registrar. Data never travels through Spark itself: pyarrow reads the
+files from S3 and writes the blobs to S3.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import logging
 import time
 from collections import deque
@@ -27,6 +27,7 @@ from floe.aws import pyarrow_s3_kwargs
 from floe.blobs import BlobCrypto, BlobMeta, crypto_from_settings, write_blob
 from floe.catalog import Pipe, Table
 from floe.errors import FileLoadError
+from floe.records import LoadOutcome, LoadTask, encode_results
 from floe.runtime import Faults, setup_logging
 from floe.settings import Settings
 from floe.types import arrow_schema
@@ -42,9 +43,6 @@ from pipeline.formats import FileParseError, read_csv_part, read_raw
 from pipeline.transform import CompiledCopy, FileCopy, apply_copy, compile_copy, failed_file, new_connection
 
 log = logging.getLogger("floe.pipeline.loader")
-
-TASK_SCHEMA = "pipe_id string, path string, size long, received_ms long, stream_id string, part int"
-OUT_SCHEMA = "kind string, pipe_id string, payload string"
 
 
 @dataclass
@@ -126,20 +124,18 @@ class Streamed:
     """Its stored (possibly compressed) size in bytes."""
 
 
-def load_file(w: _Worker, pipe: Pipe, table: Table, path: str) -> tuple[pa.Table | None, dict[str, Any]]:
-    """Read one file whole and transform it; returns its rows (or None) and its result record."""
+def load_file(w: _Worker, pipe: Pipe, table: Table, path: str) -> tuple[pa.Table | None, LoadOutcome]:
+    """Read one file whole and transform it; returns its rows (or None) and its outcome."""
     fetched = fetch_file(w, pipe, path, stream=False)
     assert not isinstance(fetched, Streamed)
-    if isinstance(fetched, dict):
+    if isinstance(fetched, LoadOutcome):
         return None, fetched
     return transform_file(w, pipe, table, path, fetched)
 
 
-def fetch_file(
-    w: _Worker, pipe: Pipe, path: str, *, stream: bool = True
-) -> bytes | dict[str, Any] | Streamed:
-    """A staged file's bytes (or, with ``stream``, Streamed for a large CSV file), or its failure
-    record if it is gone or too large to read whole; other S3 errors raise."""
+def fetch_file(w: _Worker, pipe: Pipe, path: str, *, stream: bool = True) -> bytes | LoadOutcome | Streamed:
+    """A staged file's bytes (or, with ``stream``, Streamed for a large CSV file), or its failed
+    outcome if it is gone or too large to read whole; other S3 errors raise."""
     key = pipe.object_key(path)
     location = f"{pipe.bucket}/{key}"
     whole_limit = w.settings.pipeline.max_part_bytes
@@ -152,21 +148,21 @@ def fetch_file(
             if isinstance(data, Streamed):  # its stored bytes alone are over the bound
                 kind = {"JSON": "JSON", "PARQUET": "Parquet"}.get(pipe.copy_spec.file_format.type.upper(), "")
                 message = PartTooLarge(path, whole_limit, record=False, kind=kind).message
-                return _failed(message, False, size=data.size)
+                return LoadOutcome.stopped(path, message, system=False, size=data.size)
         w.faults.hit("pipeline.reading")
         return data
     except FileNotFoundError:
-        return _failed(_not_found(location), True)
+        return LoadOutcome.stopped(path, _not_found(location), system=True)
     except OSError as exc:
         if "NoSuchKey" in str(exc) or "does not exist" in str(exc) or "404" in str(exc):
-            return _failed(_not_found(location), True)
+            return LoadOutcome.stopped(path, _not_found(location), system=True)
         raise  # transient: the task fails and the batch is replayed
 
 
 def transform_file(
     w: _Worker, pipe: Pipe, table: Table, path: str, data: bytes, *, streamable: bool = False
-) -> tuple[pa.Table | None, dict[str, Any]]:
-    """Parse one file's bytes and apply the pipe's COPY; returns its rows (or None) and its record.
+) -> tuple[pa.Table | None, LoadOutcome]:
+    """Parse one file's bytes and apply the pipe's COPY; returns its rows (or None) and its outcome.
 
     A file that decompresses past ``pipeline.max_part_bytes`` fails, or with ``streamable`` raises
     PartTooLarge for the caller to stream it instead.
@@ -182,10 +178,8 @@ def transform_file(
         if streamable and isinstance(exc, PartTooLarge):
             raise
         if compiled is None:
-            return None, _failed(exc.message, False, size=len(data))
-        record = failed_file(compiled, exc, path).to_dict()
-        record.update(size=len(data), system_error=None)
-        return None, record
+            return None, LoadOutcome.stopped(path, exc.message, system=False, size=len(data))
+        return None, failed_file(compiled, exc, path).sized(len(data))
     except MemoryError:
         raise  # may pass on a retry with more room: the batch is replayed
     except Exception as exc:
@@ -194,12 +188,11 @@ def transform_file(
         # fails alone, and says why.
         log.exception("unexpected error loading s3://%s", location, extra={"pipe": pipe.name, "file": path})
         message = f"Internal error while loading the file: {type(exc).__name__}: {exc}"
-        return None, _failed(message[:1000], True, size=len(data))
-    record = result.to_dict()
-    record["size"] = len(data)
-    if result.status == "LOAD_FAILED" or rows.num_rows == 0:
-        return None, record
-    return rows, record
+        return None, LoadOutcome.stopped(path, message[:1000], system=True, size=len(data))
+    outcome = result.sized(len(data))
+    if outcome.status == "LOAD_FAILED" or rows.num_rows == 0:
+        return None, outcome
+    return rows, outcome
 
 
 def _stream_limit(w: _Worker, pipe: Pipe) -> int | None:
@@ -253,22 +246,22 @@ def stream_file(
     ctx: BatchContext,
     pipe: Pipe,
     table: Table,
-    row: dict[str, Any],
+    task: LoadTask,
     index: int,
     size: int,
     data: bytes | None = None,
-) -> tuple[list[BlobMeta], dict[str, Any]]:
+) -> tuple[list[BlobMeta], LoadOutcome]:
     """Load one large CSV file part by part: each part is parsed, transformed and written as its own
-    blob, so memory is bounded by ``pipeline.chunk_bytes``, not by the file. ``row`` is the file's
-    task row and ``index`` its place in the task (both name the blobs); ``data``, the file's stored
+    blob, so memory is bounded by ``pipeline.chunk_bytes``, not by the file. ``task`` is the file's
+    task and ``index`` its place in the task (both name the blobs); ``data``, the file's stored
     bytes when they are already in memory (a small file that inflates too much to read whole).
 
     ON_ERROR is applied to the whole file's counts: when it fails the file, the blobs already
     written are deleted and none is returned. So is a file that decompresses past
     ``pipeline.max_file_bytes``, or with a part past ``pipeline.max_part_bytes`` that has not
-    reached a record end. Returns the blobs and the file's record.
+    reached a record end. Returns the blobs and the file's outcome.
     """
-    path = row["path"]
+    path = task.path
     key = pipe.object_key(path)
     location = f"{pipe.bucket}/{key}"
     fmt = pipe.copy_spec.file_format
@@ -308,34 +301,32 @@ def stream_file(
                 parts += 1
                 del raw, chunk
                 if rows.num_rows and not copy.doomed:
-                    name = blob_name(pipe, table, ctx.query_id, ctx.batch_id, row["part"], (index, part))
+                    name = blob_name(pipe, table, ctx.query_id, ctx.batch_id, task.part, (index, part))
                     target = f"{w.settings.pipeline.tables_bucket}/{name}"
                     meta = write_blob(rows.cast(schema), w.fs, target, w.crypto, name=name, files=[path])
                     blobs.append(meta)
                 del rows
-        record = copy.result().to_dict()
-        record["size"] = size
+        outcome = copy.result().sized(size)
     except FileNotFoundError:
-        record = _failed(_not_found(location), True, size=size)
+        outcome = LoadOutcome.stopped(path, _not_found(location), system=True, size=size)
     except FileLoadError as exc:
         if compiled is None:
-            record = _failed(exc.message, False, size=size)
+            outcome = LoadOutcome.stopped(path, exc.message, system=False, size=size)
         else:
-            record = failed_file(compiled, exc, path).to_dict()
-            record.update(size=size, system_error=None)
+            outcome = failed_file(compiled, exc, path).sized(size)
     except (MemoryError, TransportError):
         _delete_blobs(w, blobs)
         raise  # may pass on a replay
     except OSError as exc:
         _delete_blobs(w, blobs)
         if "NoSuchKey" in str(exc) or "does not exist" in str(exc) or "404" in str(exc):
-            return [], _failed(_not_found(location), True, size=size)
+            return [], LoadOutcome.stopped(path, _not_found(location), system=True, size=size)
         raise
     except Exception as exc:
         log.exception("unexpected error loading s3://%s", location, extra=extra)
         message = f"Internal error while loading the file: {type(exc).__name__}: {exc}"
-        record = _failed(message[:1000], True, size=size)
-    if record["status"] == "LOAD_FAILED":
+        outcome = LoadOutcome.stopped(path, message[:1000], system=True, size=size)
+    if outcome.status == "LOAD_FAILED":
         _delete_blobs(w, blobs)
         blobs = []
     log.info(
@@ -343,12 +334,12 @@ def stream_file(
         location,
         parts,
         len(blobs),
-        record.get("rows_loaded"),
-        record["status"],
+        outcome.rows_loaded,
+        outcome.status,
         time.monotonic() - started,
         extra=extra,
     )
-    return blobs, record
+    return blobs, outcome
 
 
 def _delete_blobs(w: _Worker, blobs: list[BlobMeta]) -> None:
@@ -369,30 +360,16 @@ def _not_found(location: str) -> str:
     )
 
 
-def _failed(message: str, system: bool, size: int | None = None) -> dict[str, Any]:
-    return {
-        "status": "LOAD_FAILED",
-        "rows_parsed": 0,
-        "rows_loaded": 0,
-        "errors_seen": 1,
-        "first_error": message,
-        "system_error": message if system else None,
-        "size": size,
-    }
-
-
-def _prefetched(
-    w: _Worker, pipe: Pipe, rows: list[dict[str, Any]]
-) -> Iterator[bytes | dict[str, Any] | Streamed]:
-    """fetch_file for each row, in order, with reads running ahead of the caller.
+def _prefetched(w: _Worker, pipe: Pipe, tasks: list[LoadTask]) -> Iterator[bytes | LoadOutcome | Streamed]:
+    """fetch_file for each task, in order, with reads running ahead of the caller.
 
     Small files spend more time waiting on S3 than being parsed; a few reads in flight hide that
     wait. The window is bounded in files and in known bytes, so large files are read one at a time.
     """
     budget = w.settings.pipeline.prefetch_bytes
-    window: deque[tuple[Future[bytes | dict[str, Any] | Streamed], int]] = deque()
+    window: deque[tuple[Future[bytes | LoadOutcome | Streamed], int]] = deque()
     in_flight = 0
-    pending = iter(rows)
+    pending = iter(tasks)
     exhausted = False
     while True:
         while (
@@ -400,12 +377,12 @@ def _prefetched(
             and len(window) < w.settings.pipeline.prefetch_files
             and (not window or in_flight < budget)
         ):
-            row = next(pending, None)
-            if row is None:
+            task = next(pending, None)
+            if task is None:
                 exhausted = True
                 break
-            size = row["size"] if row["size"] is not None else budget
-            window.append((w.pool.submit(fetch_file, w, pipe, row["path"]), size))
+            size = task.size if task.size is not None else budget
+            window.append((w.pool.submit(fetch_file, w, pipe, task.path), size))
             in_flight += size
         if not window:
             return
@@ -417,52 +394,51 @@ def _prefetched(
 def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: load every file of this partition, write one blob per (pipe, part)."""
     w = _worker(ctx)
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, int], list[LoadTask]] = {}
     for batch in batches:
-        for row in batch.to_pylist():
-            groups.setdefault((row["pipe_id"], row["part"]), []).append(row)
-    for (pipe_id, part), rows in sorted(groups.items()):
+        for task in LoadTask.from_batch(batch):
+            groups.setdefault((task.pipe_id, task.part), []).append(task)
+    for (pipe_id, part), tasks in sorted(groups.items()):
         pipe = Pipe.model_validate_json(ctx.pipes[pipe_id])
         table = Table.model_validate_json(ctx.tables[pipe_id])
         pieces: list[pa.Table] = []
         loaded: list[str] = []
-        out: list[dict[str, Any]] = []
-        ordered = sorted(rows, key=lambda r: r["path"])
+        out: list[LoadOutcome | BlobMeta] = []
+        ordered = sorted(tasks, key=lambda t: t.path)
         clock = _TaskClock()
         streamable = _stream_limit(w, pipe) is not None
         fetches = _prefetched(w, pipe, ordered)
-        for index, row in enumerate(ordered):
+        for index, task in enumerate(ordered):
             with clock.waiting():
                 fetched = next(fetches)
             if isinstance(fetched, Streamed):
                 data = None
-                streamed, record = stream_file(w, ctx, pipe, table, row, index, fetched.size)
-                out.extend(_blob_row(pipe_id, b) for b in streamed)
-            elif isinstance(fetched, dict):
-                data, record = None, fetched
+                streamed, outcome = stream_file(w, ctx, pipe, table, task, index, fetched.size)
+                out.extend(streamed)
+            elif isinstance(fetched, LoadOutcome):
+                data, outcome = None, fetched
             else:
                 try:
                     with clock.working():
-                        data, record = transform_file(
-                            w, pipe, table, row["path"], fetched, streamable=streamable
+                        data, outcome = transform_file(
+                            w, pipe, table, task.path, fetched, streamable=streamable
                         )
                 except PartTooLarge:
                     # Small stored, too large inflated to hold whole: stream the bytes already here.
                     data = None
-                    streamed, record = stream_file(w, ctx, pipe, table, row, index, len(fetched), fetched)
-                    out.extend(_blob_row(pipe_id, b) for b in streamed)
-            record.update(path=row["path"], stream_id=row["stream_id"])
-            out.append({"kind": "file", "pipe_id": pipe_id, "payload": json.dumps(record)})
+                    streamed, outcome = stream_file(w, ctx, pipe, table, task, index, len(fetched), fetched)
+                    out.extend(streamed)
+            out.append(outcome.of_task(task))
             if data is not None:
                 pieces.append(data)
-                loaded.append(row["path"])
+                loaded.append(task.path)
         if pieces:
             with clock.writing():
                 name = blob_name(pipe, table, ctx.query_id, ctx.batch_id, part)
                 combined = pa.concat_tables(pieces).cast(arrow_schema(table))
                 path = f"{w.settings.pipeline.tables_bucket}/{name}"
                 meta = write_blob(combined, w.fs, path, w.crypto, name=name, files=loaded)
-                out.append(_blob_row(pipe_id, meta))
+                out.append(meta)
         log.info(
             "batch %d task %d: %d files, %.2f s waiting for S3, %.2f s parsing and transforming, "
             "%.2f s writing the blob",
@@ -474,7 +450,7 @@ def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> I
             clock.write,
             extra={"pipe": pipe.name, "batch": ctx.batch_id},
         )
-        yield pa.RecordBatch.from_pylist(out, schema=_OUT_ARROW)
+        yield encode_results(pipe_id, out)
 
 
 class _TaskClock:
@@ -502,10 +478,3 @@ class _TaskClock:
     def writing(self) -> AbstractContextManager[None]:
         """Time spent writing the task's blob."""
         return self._timed("write")
-
-
-def _blob_row(pipe_id: str, meta: BlobMeta) -> dict[str, Any]:
-    return {"kind": "blob", "pipe_id": pipe_id, "payload": json.dumps(meta.to_dict())}
-
-
-_OUT_ARROW = pa.schema([("kind", pa.string()), ("pipe_id", pa.string()), ("payload", pa.string())])

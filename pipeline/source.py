@@ -33,9 +33,9 @@ from pyspark.sql.types import StructType
 
 from floe.catalog import Catalog, Pipe
 from floe.keys import Keys
+from floe.records import SOURCE_SCHEMA, LoadTask, QueueEntry
 from floe.settings import RedisSettings, Settings
 
-SCHEMA = "pipe_id string, path string, size long, received_ms long, stream_id string"
 ZERO = "0-0"
 # Entries per pipe and micro-batch under ReadAllAvailable (Trigger.AvailableNow), which sets no budget.
 READ_ALL_CAP = 100_000
@@ -218,14 +218,7 @@ class FileStreamReader(DataSourceStreamReader):  # type: ignore[misc]
             client.xrange(self.keys.queue(part.pipe_id), min=f"({part.start}", max=part.end),
         )
         for sid, fields in entries:
-            size = int(fields.get(b"size", b"-1"))
-            yield (
-                part.pipe_id,
-                fields[b"path"].decode(),
-                None if size < 0 else size,
-                int(fields.get(b"received", b"0")),
-                sid.decode(),
-            )
+            yield LoadTask.queued(part.pipe_id, QueueEntry.from_stream(sid, fields)).source_row()
 
     def commit(self, end: dict[str, Any]) -> None:
         client = self._client()
@@ -241,7 +234,7 @@ class FloeFileSource(DataSource):  # type: ignore[misc]
         return "floe_files"
 
     def schema(self) -> str:
-        return SCHEMA
+        return SOURCE_SCHEMA
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return FileStreamReader(dict(self.options))

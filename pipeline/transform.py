@@ -24,7 +24,7 @@ get the complete Snowflake rule (AUTO date/time formats, 'on'/'off', integer tim
 second query on just those rows. The first error's message costs one more one-row query. A clean
 file is one query.
 
-ON_ERROR then decides the file's fate (see ``FileResult``). Error positions follow Snowflake's
+ON_ERROR then decides the file's fate (see ``FileCopy.result``). Error positions follow Snowflake's
 layout: line = physical line where the record starts, character = 1-based position of the field in
 that line (CSV; 1 for JSON and Parquet), column = ``"<TABLE>"["<COLUMN>":<ordinal>]``.
 """
@@ -38,7 +38,7 @@ import re
 import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -55,6 +55,7 @@ from sqlglot.generators.duckdb import DuckDBGenerator
 from floe import sandbox
 from floe.catalog.models import Column, CopySpec, FileFormat, Table
 from floe.errors import CompilationError, FileLoadError
+from floe.records import LoadOutcome
 from floe.types import arrow_schema, duckdb_type, parse_column_type
 from pipeline.formats import (
     CODE_END_OF_RECORD,
@@ -66,47 +67,6 @@ from pipeline.formats import (
     field_spans,
     read_csv,
 )
-
-# ------------------------------------------------------------------------------------------------
-# Public results
-
-
-@dataclass
-class FileResult:
-    """What load history records about one file (COPY_HISTORY's columns)."""
-
-    file: str
-    """File path as given to apply_copy."""
-    status: str
-    """LOADED, PARTIALLY_LOADED or LOAD_FAILED."""
-    rows_parsed: int
-    """Records seen, good and bad."""
-    rows_loaded: int
-    """Rows that went into the table (0 when LOAD_FAILED)."""
-    errors_seen: int
-    """Records with an error (parse or conversion)."""
-    error_limit: int
-    """Errors that fail the file: 1 for SKIP_FILE, N for SKIP_FILE_N, rows_parsed for CONTINUE,
-    and for 'SKIP_FILE_N%' the smallest error count above N% of rows_parsed."""
-    first_error: str | None = None
-    """Message of the earliest error in the file."""
-    first_error_line: int | None = None
-    """Its physical line."""
-    first_error_character: int | None = None
-    """Its 1-based character position in that line."""
-    first_error_column: str | None = None
-    """Its column, ``"<TABLE>"["<COLUMN>":<ordinal>]``."""
-    code: str | None = None
-    """Its Snowflake error code, e.g. '100038'."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict with the field names as keys."""
-        return asdict(self)
-
-    @classmethod
-    def failed(cls, file: str, message: str, *, code: str | None = None) -> FileResult:
-        """A file that could not be read at all (a FileLoadError)."""
-        return cls(file, "LOAD_FAILED", 0, 0, 1, 1, message, None, None, None, code)
 
 
 @dataclass(frozen=True)
@@ -1288,20 +1248,20 @@ def _name_parse_errors(compiled: CompiledCopy, errors: list[RowError]) -> list[R
     return out
 
 
-def failed_file(compiled: CompiledCopy, exc: FileLoadError, filename: str) -> FileResult:
+def failed_file(compiled: CompiledCopy, exc: FileLoadError, filename: str) -> LoadOutcome:
     """The result of a file that could not be read at all (a FileLoadError from ``read_raw``).
 
     When the error has a place in the file (a FileParseError), load history shows its line,
     character and target column, as for a row error.
     """
     if not isinstance(exc, FileParseError):
-        return FileResult.failed(filename, exc.message)
-    result = FileResult.failed(filename, exc.message, code=exc.code)
-    result.first_error_line = exc.line
-    result.first_error_character = exc.character
-    if exc.field is not None and compiled.format == "CSV":
-        result.first_error_column = _field_column(compiled, exc.field)
-    return result
+        return LoadOutcome.failed(filename, exc.message)
+    column = (
+        _field_column(compiled, exc.field) if exc.field is not None and compiled.format == "CSV" else None
+    )
+    return LoadOutcome.failed(
+        filename, exc.message, code=exc.code, line=exc.line, character=exc.character, column=column
+    )
 
 
 def _error_limit(compiled: CompiledCopy, rows_parsed: int) -> int:
@@ -1353,11 +1313,11 @@ def apply_copy(
     *,
     filename: str,
     con: duckdb.DuckDBPyConnection | None = None,
-) -> tuple[pa.Table, FileResult]:
+) -> tuple[pa.Table, LoadOutcome]:
     """Transform one parsed file into rows of the target table and its load-history result.
 
     Returns the rows to load (exactly ``compiled.schema``; empty when the file fails) and the
-    FileResult. ``con``: a DuckDB connection owned by the calling thread, by default a per-thread
+    LoadOutcome. ``con``: a DuckDB connection owned by the calling thread, by default a per-thread
     ``new_connection()``. Pass a ``new_connection()`` too: it is the sandboxed one (a plain
     connection also works, set to UTC, but it can read files if an expression ever reached them).
     Raises FileLoadError only for failures of the whole file.
@@ -1435,25 +1395,24 @@ class FileCopy:
             return self.errors >= max(1, self.compiled.on_error_limit)
         return True
 
-    def result(self) -> FileResult:
+    def result(self) -> LoadOutcome:
         """The file's load-history record: ON_ERROR applied to the counts of every part."""
         compiled = self.compiled
         failed = _fails(compiled, self.errors, self.rows_parsed, self.rows_good)
-        res = FileResult(
-            file=self.filename,
+        first = self.first
+        return LoadOutcome(
+            path=self.filename,
             status="LOADED" if self.errors == 0 else "LOAD_FAILED" if failed else "PARTIALLY_LOADED",
             rows_parsed=self.rows_parsed,
             rows_loaded=0 if failed else self.rows_good,
             errors_seen=self.errors,
             error_limit=_error_limit(compiled, self.rows_parsed),
+            first_error=first.message if first else None,
+            first_error_line=first.line if first else None,
+            first_error_character=first.character if first else None,
+            first_error_column=first.column if first else None,
+            code=first.code if first else None,
         )
-        if self.first is not None:
-            res.first_error = self.first.message
-            res.first_error_line = self.first.line
-            res.first_error_character = self.first.character
-            res.first_error_column = self.first.column
-            res.code = self.first.code
-        return res
 
 
 @dataclass

@@ -11,25 +11,28 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import redis
 
 from floe.catalog import Pipe, now_ms
 from floe.history import FileState
 from floe.keys import Keys
+from floe.records import Origin, QueueEntry
 
 # KEYS[1] queue stream, KEYS[2] history zset, KEYS[3..] file keys.
-# ARGV[1] ttl seconds, ARGV[2] now ms, ARGV[3] retention ms, then per file: path, size, state json.
-_SCRIPT = """
+# ARGV[1] ttl seconds, ARGV[2] now ms, ARGV[3] retention ms, ARGV[4] origin, then per file: path, size
+# (QueueEntry.stream_size), state json. The queue entry's field names come from floe.records.
+_SCRIPT = f"""
 local ttl = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
-local out = {}
+local origin = ARGV[4]
+local out = {{}}
 for i = 3, #KEYS do
-  local base = 4 + (i - 3) * 3
+  local base = 5 + (i - 3) * 3
   local path, size, state = ARGV[base], ARGV[base + 1], ARGV[base + 2]
   if redis.call('SET', KEYS[i], state, 'NX', 'EX', ttl) then
-    redis.call('XADD', KEYS[1], '*', 'path', path, 'size', size, 'received', now)
+    redis.call('XADD', KEYS[1], '*', {QueueEntry.lua_stream_fields("path", "size", "ARGV[2]", "origin")})
     redis.call('ZADD', KEYS[2], now, path)
     out[#out + 1] = 1
   else
@@ -42,17 +45,11 @@ return out
 
 
 # KEYS[1] retired flag, KEYS[2] queue stream. ARGV[1] now ms.
-# Returns the queue's (path, size) pairs the first time, nothing once the pipe is retired.
+# Returns the queue's entries (QueueEntry.from_flat decodes them) the first time, nothing once the
+# pipe is retired.
 _RETIRE = """
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX') then return {} end
-local out = {}
-for _, entry in ipairs(redis.call('XRANGE', KEYS[2], '-', '+')) do
-  local fields = {}
-  for i = 1, #entry[2], 2 do fields[entry[2][i]] = entry[2][i + 1] end
-  out[#out + 1] = fields['path']
-  out[#out + 1] = fields['size'] or '-1'
-end
-return out
+return redis.call('XRANGE', KEYS[2], '-', '+')
 """
 
 
@@ -74,7 +71,7 @@ class _StateTemplate:
     _PATH = "\x00path\x00"
     _SIZE = -7_777_777_777
 
-    def __init__(self, pipe: Pipe, now: int, source: str) -> None:
+    def __init__(self, pipe: Pipe, now: int, source: Origin) -> None:
         text = FileState(
             path=self._PATH,
             stage_location=pipe.stage_url,
@@ -103,18 +100,18 @@ class Deduper:
         self._ttl = retention_seconds
         self._script = client.register_script(_SCRIPT)
 
-    def enqueue(self, pipe: Pipe, files: Sequence[FileRef], *, source: str) -> list[bool]:
+    def enqueue(self, pipe: Pipe, files: Sequence[FileRef], *, source: Origin) -> list[bool]:
         """Enqueue the files this pipe has not seen; True where a file was newly enqueued."""
         if not files:
             return []
         now = now_ms()
         keys = [self._keys.queue(pipe.id), self._keys.history(pipe.id)]
-        args: list[str | int] = [self._ttl, now, self._ttl * 1000]
+        args: list[str | int] = [self._ttl, now, self._ttl * 1000, source]
         state = _StateTemplate(pipe, now, source)
-        file_key = self._keys.file
+        file_key, stream_size = self._keys.file, QueueEntry.stream_size
         for f in files:
             keys.append(file_key(pipe.id, f.path))
-            args += [f.path, -1 if f.size is None else f.size, state.json(f)]
+            args += [f.path, stream_size(f.size), state.json(f)]
         flags = cast(list[int], self._script(keys=keys, args=args))
         return [bool(x) for x in flags]
 
@@ -126,9 +123,6 @@ def retire_pipe(client: redis.Redis, keys: Keys, pipe_id: str) -> list[FileRef]:
     is either committed by a batch already in flight or returned here, never both. A second call
     returns nothing.
     """
-    flat = cast(list[bytes], client.eval(_RETIRE, 2, keys.retired(pipe_id), keys.queue(pipe_id), now_ms()))
-    out: list[FileRef] = []
-    for path, size in zip(flat[::2], flat[1::2], strict=True):
-        n = int(size)
-        out.append(FileRef(path.decode(), None if n < 0 else n))
-    return out
+    raw = cast(list[list[Any]], client.eval(_RETIRE, 2, keys.retired(pipe_id), keys.queue(pipe_id), now_ms()))
+    entries = [QueueEntry.from_flat(e) for e in raw]
+    return [FileRef(e.path, e.size) for e in entries]

@@ -37,6 +37,7 @@ from floe.catalog.ddl import Defaults, qualify, qualify_table
 from floe.errors import CompilationError, ObjectNotFound, SqlError
 from floe.history import COPY_HISTORY_STATUS, FileState, read_states
 from floe.keys import Keys
+from floe.records import QueueEntry
 from floe.settings import Settings
 from floe.types import arrow_schema, parse_column_type
 from services.functions import check_functions, function_name
@@ -730,8 +731,9 @@ class QueryEngine:
         if pending:
             first = cast(list[tuple[bytes, dict[bytes, bytes]]], self.redis.xrange(queue, count=1))
             if first:
-                out["oldestPendingFilePath"] = first[0][1][b"path"].decode()
-                out["oldestFileTimestamp"] = _iso(int(first[0][1].get(b"received", b"0")))
+                oldest = QueueEntry.from_stream(*first[0])
+                out["oldestPendingFilePath"] = oldest.path
+                out["oldestFileTimestamp"] = _iso(oldest.received_ms)
         if "lastIngestedTimestamp" in status:
             out["lastIngestedTimestamp"] = _iso(int(status["lastIngestedTimestamp"]))
             out["lastIngestedFilePath"] = status["lastIngestedFilePath"]

@@ -25,6 +25,7 @@ from floe.catalog.ddl import Defaults, qualify
 from floe.errors import AuthenticationFailed, FloeError, PermissionDenied
 from floe.history import FileState, read_states, states_of
 from floe.keys import Keys
+from floe.records import QueueEntry
 from services.auth import Authenticator, Identity, Principal, RateLimiter, require_pipe_privilege
 from services.dedup import Deduper, FileRef
 
@@ -239,7 +240,7 @@ class SnowpipeService:
             list[tuple[bytes, dict[bytes, bytes]]],
             self.client.xrange(self.keys.queue(pipe.id), count=max(0, REPORT_LIMIT - len(files))),
         )
-        in_flight = self._states(pipe, [f[b"path"].decode() for _, f in pending])
+        in_flight = self._states(pipe, [QueueEntry.from_stream(sid, f).path for sid, f in pending])
         files += [file_entry(s) for s in in_flight if not s.complete]
         return {
             "pipe": pipe.name,

@@ -330,7 +330,7 @@ class SqlExecutor:
                         "kind": "TABLE",
                         "rows": sum(b["rows"] for b in blobs),
                         "bytes": sum(b["bytes"] for b in blobs),
-                        "owner": "ACCOUNTADMIN",
+                        "owner": ADMIN_ROLE,
                     }
                 )
         else:

@@ -22,8 +22,8 @@ import redis
 
 from bench.harness import free_port, unique
 from floe.aws import client as aws_client
-from floe.client import records, run_sql
 from floe.settings import Settings
+from front.client import records, run_sql
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from floe.catalog.models import PIPE_PRIVILEGES
+from floe.catalog.names import IDENT, QNAME, Defaults, Name, check_identifier, qualify
 from floe.errors import CompilationError
-
-if TYPE_CHECKING:
-    from floe.catalog.ddl import Defaults, Name
 
 KEY_PROPERTIES = ("RSA_PUBLIC_KEY", "RSA_PUBLIC_KEY_2")
 """User properties holding public keys; a user may set or unset these on itself."""
@@ -48,10 +46,6 @@ IGNORED_USER_PROPERTIES = frozenset(
         "NETWORK_POLICY",
     }
 )
-
-IDENTIFIER_MAX_LENGTH = 255
-"""Snowflake's limit on an identifier's length. It also bounds SHOW ... LIKE's worst case, whose
-cost grows with the length of the names it matches."""
 
 GRANTABLE = ("OPERATE", "MONITOR")
 """What ALL [PRIVILEGES] on a pipe stands for (OWNERSHIP is transferred, not shared)."""
@@ -199,9 +193,6 @@ AccessStatement = (
     | DescribeUser
 )
 
-# Same shapes as ddl's _IDENT / _QNAME, because qualify() splits pipe names with that pattern.
-_IDENT = r'"[^"]+"|[A-Za-z_][\w$]*'
-_QNAME = rf"(?:{_IDENT})(?:\s*\.\s*(?:{_IDENT})){{0,2}}"
 # Strings and parenthesised values are written as "unrolled loops" (`[^']*(?:''[^']*)*`, not
 # `(?:[^']|'')*`): one way to match each character, and no stack of group repetitions to unwind.
 _STRING = r"'[^']*(?:''[^']*)*'"
@@ -271,16 +262,6 @@ class _Scanner:
         )
 
 
-def check_identifier(name: str) -> str:
-    """``name`` itself, or a CompilationError if it is longer than Snowflake allows."""
-    if len(name) > IDENTIFIER_MAX_LENGTH:
-        raise CompilationError(
-            f"identifier '{name[:40]}...' is too long ({len(name)} characters); "
-            f"the maximum is {IDENTIFIER_MAX_LENGTH}"
-        )
-    return name
-
-
 def _ident(token: str) -> str:
     """A user or role name: upper-cased unless double-quoted."""
     return check_identifier(token[1:-1] if token.startswith('"') else token.upper())
@@ -296,19 +277,17 @@ def _string(token: str) -> str:
 def _role_value(token: str) -> str:
     """DEFAULT_ROLE's value, an identifier even when written as a string ('analyst' = ANALYST)."""
     text = _string(token).strip()
-    if not re.fullmatch(_IDENT, text):
+    if not re.fullmatch(IDENT, text):
         raise CompilationError(f"invalid value '{text}' for property DEFAULT_ROLE; expected a role name")
     return _ident(text)
 
 
 def _name(sc: _Scanner, kind: str) -> str:
-    return _ident(sc.expect(_IDENT, f"a {kind} name").group(0).strip())
+    return _ident(sc.expect(IDENT, f"a {kind} name").group(0).strip())
 
 
 def _pipe(sc: _Scanner, defaults: Defaults) -> Name:
-    from floe.catalog.ddl import qualify  # deferred: ddl imports this module for its Statement union
-
-    return qualify(sc.expect(_QNAME, "a pipe name").group(0).strip(), defaults)
+    return qualify(sc.expect(QNAME, "a pipe name").group(0).strip(), defaults)
 
 
 def _like(sc: _Scanner) -> str | None:

@@ -9,7 +9,7 @@ and grants are parsed by hand in ``floe.catalog.access``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
@@ -18,6 +18,12 @@ from sqlglot.errors import ParseError, TokenError
 from floe.catalog import access
 from floe.catalog.access import AccessStatement
 from floe.catalog.models import Column, FileFormat, OnError
+from floe.catalog.names import QNAME, check_identifier
+
+# Callers import these from here, as they did before the names had a module of their own.
+from floe.catalog.names import Defaults as Defaults
+from floe.catalog.names import Name as Name
+from floe.catalog.names import qualify as qualify
 from floe.errors import CompilationError
 from floe.patterns import compile_pattern
 from floe.types import parse_column_type
@@ -38,18 +44,6 @@ FORMAT_OPTIONS: dict[str, str] = {
     "DATE_FORMAT": "date_format",
     "TIMESTAMP_FORMAT": "timestamp_format",
 }
-
-
-@dataclass
-class Name:
-    """A fully qualified object name, upper-cased unless quoted."""
-
-    database: str
-    schema: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.database}.{self.schema}.{self.name}"
 
 
 @dataclass
@@ -135,21 +129,10 @@ class Query:
     sql: str
 
 
-@dataclass
-class Defaults:
-    """Database and schema for unqualified names."""
-
-    database: str = "FLOE"
-    schema: str = "PUBLIC"
-    extra: dict[str, str] = field(default_factory=dict)
-
-
 Statement = (
     CreateStage | CreateTable | CreatePipe | Show | Describe | Drop | AlterPipe | Query | AccessStatement
 )
 
-_IDENT = r'(?:"[^"]+"|[A-Za-z_][\w$]*)'
-_QNAME = rf"{_IDENT}(?:\s*\.\s*{_IDENT}){{0,2}}"
 _KINDS = {
     "STAGE": "STAGE",
     "STAGES": "STAGE",
@@ -166,7 +149,7 @@ _KINDS = {
 # same characters (no `\s*;?\s*`), so a failure gives back each character once, not once per
 # start. tests/floe/catalog/test_parse_linear.py times every one on 100k-character inputs.
 _PIPE_HEAD = re.compile(
-    rf"CREATE\s+(?P<replace>OR\s+REPLACE\s+)?PIPE\s+(?P<ine>IF\s+NOT\s+EXISTS\s+)?(?P<name>{_QNAME})",
+    rf"CREATE\s+(?P<replace>OR\s+REPLACE\s+)?PIPE\s+(?P<ine>IF\s+NOT\s+EXISTS\s+)?(?P<name>{QNAME})",
     re.IGNORECASE,
 )
 _PIPE_PROP = re.compile(
@@ -178,26 +161,15 @@ _PIPE_AS = re.compile(r"\s+AS\s", re.IGNORECASE)
 _SHOW = re.compile(
     r"SHOW\s+(?P<kind>STAGES|TABLES|PIPES)(?:\s+LIKE\s+'(?P<like>[^']*)')?(?:\s+IN\s.*)?", re.I | re.DOTALL
 )
-_DESC = re.compile(rf"DESC(?:RIBE)?\s+(?P<kind>STAGE|TABLE|PIPE)\s+(?P<name>{_QNAME})", re.I)
-_DROP = re.compile(rf"DROP\s+(?P<kind>STAGE|TABLE|PIPE)\s+(?P<ie>IF\s+EXISTS\s+)?(?P<name>{_QNAME})", re.I)
+_DESC = re.compile(rf"DESC(?:RIBE)?\s+(?P<kind>STAGE|TABLE|PIPE)\s+(?P<name>{QNAME})", re.I)
+_DROP = re.compile(rf"DROP\s+(?P<kind>STAGE|TABLE|PIPE)\s+(?P<ie>IF\s+EXISTS\s+)?(?P<name>{QNAME})", re.I)
 _ALTER_PIPE = re.compile(
-    rf"ALTER\s+PIPE\s+(?:IF\s+EXISTS\s+)?(?P<name>{_QNAME})\s+SET\s+PIPE_EXECUTION_PAUSED\s*=\s*"
+    rf"ALTER\s+PIPE\s+(?:IF\s+EXISTS\s+)?(?P<name>{QNAME})\s+SET\s+PIPE_EXECUTION_PAUSED\s*=\s*"
     r"(?P<value>TRUE|FALSE)",
     re.I,
 )
-_STAGE_REF = re.compile(rf"@(?P<name>{_QNAME})(?P<path>/.*)?", re.DOTALL)
+_STAGE_REF = re.compile(rf"@(?P<name>{QNAME})(?P<path>/.*)?", re.DOTALL)
 _ON_ERROR = re.compile(r"^(CONTINUE|SKIP_FILE|ABORT_STATEMENT|SKIP_FILE_(\d+(?:\.\d+)?)(%?))$", re.I)
-
-
-def qualify(text: str, defaults: Defaults) -> Name:
-    """Resolve a possibly partial, possibly quoted name against the defaults."""
-    parts = [p.strip() for p in re.findall(_IDENT, text)]
-    norm = [p[1:-1] if p.startswith('"') else p.upper() for p in parts]
-    if not 1 <= len(norm) <= 3:
-        raise CompilationError(f"invalid object name '{text}'")
-    while len(norm) < 3:
-        norm.insert(0, defaults.schema if len(norm) == 1 else defaults.database)
-    return Name(*map(access.check_identifier, norm))
 
 
 def qualify_table(table: exp.Table, defaults: Defaults) -> Name:
@@ -208,7 +180,7 @@ def qualify_table(table: exp.Table, defaults: Defaults) -> Name:
     norm = [p if p in quoted else p.upper() for p in parts]
     while len(norm) < 3:
         norm.insert(0, defaults.schema if len(norm) == 1 else defaults.database)
-    return Name(*map(access.check_identifier, norm))
+    return Name(*map(check_identifier, norm))
 
 
 def _value(node: exp.Expr | None) -> object:

@@ -219,7 +219,7 @@ class Pipe(CatalogObject):
     """URL of the stage at creation time."""
     paused: bool = False
     """PIPE_EXECUTION_PAUSED."""
-    owner: str = "ACCOUNTADMIN"
+    owner: str = ADMIN_ROLE
     """Role that owns the pipe."""
     created_ms: int = 0
     """Creation time, ms since the epoch."""

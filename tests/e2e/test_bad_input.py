@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from floe.aws import client as aws_client
-from floe.client import auth_header
+from front.client import auth_header
 from tests.conftest import Stack, unique, wait_until
 from tests.e2e.test_autoingest import csv_file, history, make_pipe
 

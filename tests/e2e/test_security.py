@@ -24,9 +24,9 @@ import jwt
 import pytest
 
 from floe.aws import client as aws_client
-from floe.client import auth_header
 from floe.keypair import load_private_key, new_private_key, sign_token
 from floe.settings import ApiSettings, AwsSettings, RedisSettings, Settings
+from front.client import auth_header
 from tests.conftest import ROOT, VENV_BIN, Stack, free_port, unique, wait_until
 from tests.e2e.test_autoingest import csv_file, make_pipe
 from tests.e2e.test_bad_input import row_for

@@ -22,6 +22,7 @@ from pyarrow import fs as pafs
 
 from floe.blobs import BlobCrypto, crypto_from_settings, read_blob
 from floe.catalog.models import Column, CopySpec, FileFormat, OnError, Pipe, Table
+from floe.records import LoadOutcome, LoadTask
 from pipeline import loader
 from pipeline.loader import BatchContext, Streamed, fetch_file, load_file, process_partition, stream_file
 from pipeline.transform import CompiledCopy, compile_copy
@@ -137,9 +138,9 @@ def test_missing_object_is_load_failed_with_snowflakes_text_as_system_error(tmp_
     endless replay), with Snowflake's 091016 text as first error and systemError."""
     rows, record = load_file(FakeWorker(tmp_path), pipe_for(), TABLE, "gone.csv")  # type: ignore[arg-type]
     assert rows is None
-    assert record["status"] == "LOAD_FAILED"
-    assert record["first_error"] == record["system_error"]
-    assert record["first_error"].startswith("Remote file 's3://bucket/in/gone.csv' was not found. If you are")
+    assert record.status == "LOAD_FAILED"
+    assert record.first_error == record.system_error
+    assert record.first_error.startswith("Remote file 's3://bucket/in/gone.csv' was not found. If you are")
 
 
 def test_not_utf8_file_records_line_character_and_column(tmp_path: Path) -> None:
@@ -147,11 +148,11 @@ def test_not_utf8_file_records_line_character_and_column(tmp_path: Path) -> None
     put(tmp_path, "latin1.csv", "id,name\n1,Ann\n2,Zoë\n".encode("latin-1"))
     rows, record = load_file(FakeWorker(tmp_path), pipe_for(["$1", "$2"]), TABLE, "latin1.csv")  # type: ignore[arg-type]
     assert rows is None
-    assert (record["status"], record["errors_seen"], record["system_error"]) == ("LOAD_FAILED", 1, None)
-    assert record["first_error"] == "Invalid UTF8 detected in string 'Zo0xEB'"
-    assert (record["first_error_line"], record["first_error_character"]) == (3, 3)
-    assert record["first_error_column"] == '"T"["NAME":2]'
-    assert record["size"] == len("id,name\n1,Ann\n2,Zoë\n".encode("latin-1"))
+    assert (record.status, record.errors_seen, record.system_error) == ("LOAD_FAILED", 1, None)
+    assert record.first_error == "Invalid UTF8 detected in string 'Zo0xEB'"
+    assert (record.first_error_line, record.first_error_character) == (3, 3)
+    assert record.first_error_column == '"T"["NAME":2]'
+    assert record.size == len("id,name\n1,Ann\n2,Zoë\n".encode("latin-1"))
 
 
 def test_unforeseen_error_fails_the_file_not_the_batch(tmp_path: Path) -> None:
@@ -160,12 +161,12 @@ def test_unforeseen_error_fails_the_file_not_the_batch(tmp_path: Path) -> None:
     put(tmp_path, "f.csv", b"id,name\n1,a\n")
     rows, record = load_file(FakeWorker(tmp_path, broken=True), pipe_for(), TABLE, "f.csv")  # type: ignore[arg-type]
     assert rows is None
-    assert record["status"] == "LOAD_FAILED"
+    assert record.status == "LOAD_FAILED"
     assert (
-        record["system_error"]
+        record.system_error
         == "Internal error while loading the file: RuntimeError: a bug Floe did not foresee"
     )
-    assert record["first_error"] == record["system_error"]
+    assert record.first_error == record.system_error
 
 
 def test_good_file_loads(tmp_path: Path) -> None:
@@ -173,7 +174,7 @@ def test_good_file_loads(tmp_path: Path) -> None:
     put(tmp_path, "ok.csv", b"id,name\n1,a\n2,b\n")
     rows, record = load_file(FakeWorker(tmp_path), pipe_for(), TABLE, "ok.csv")  # type: ignore[arg-type]
     assert rows is not None and rows.num_rows == 2
-    assert (record["status"], record["rows_loaded"]) == ("LOADED", 2)
+    assert (record.status, record.rows_loaded) == ("LOADED", 2)
 
 
 def test_key_pyarrow_cannot_express_is_read_another_way(tmp_path: Path) -> None:
@@ -182,7 +183,7 @@ def test_key_pyarrow_cannot_express_is_read_another_way(tmp_path: Path) -> None:
     put(tmp_path, "a//b.csv", b"id,name\n1,a\n")
     worker = FakeWorker(tmp_path)
     rows, record = load_file(worker, pipe_for(), TABLE, "a//b.csv")  # type: ignore[arg-type]
-    assert rows is not None and record["status"] == "LOADED"
+    assert rows is not None and record.status == "LOADED"
     assert worker.fetched == ["in/a//b.csv"]
 
 
@@ -230,10 +231,10 @@ def messy_csv(rows: int, bad_every: int = 0, blanks: bool = False) -> bytes:
 
 def streamed(
     worker: FakeWorker, pipe: Pipe, name: str
-) -> tuple[list[dict[str, Any]], dict[str, Any], list[Any]]:
+) -> tuple[list[dict[str, Any]], LoadOutcome, list[Any]]:
     fetched = fetch_file(worker, pipe, name)  # type: ignore[arg-type]
     assert isinstance(fetched, Streamed), "the file should be over the streaming threshold"
-    row = {"path": name, "part": 0}
+    row = LoadTask("", name, None, 0, "")
     blobs, record = stream_file(worker, CTX, pipe, WIDE, row, 3, fetched.size)  # type: ignore[arg-type]
     rows: list[dict[str, Any]] = []
     for blob in blobs:
@@ -241,7 +242,7 @@ def streamed(
     return rows, record, blobs
 
 
-def whole(tmp_path: Path, pipe: Pipe, name: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def whole(tmp_path: Path, pipe: Pipe, name: str) -> tuple[list[dict[str, Any]], LoadOutcome]:
     table, record = load_file(FakeWorker(tmp_path), pipe, WIDE, name)  # type: ignore[arg-type]
     return (table.to_pylist() if table is not None else []), record
 
@@ -263,7 +264,7 @@ def test_streamed_file_loads_exactly_as_the_whole_file(
     assert len(blobs) > 5, "the file should have been read in several parts"
     assert rows == expected_rows
     assert record == expected
-    assert record["status"] == "PARTIALLY_LOADED" and record["errors_seen"] == 12 + 30
+    assert record.status == "PARTIALLY_LOADED" and record.errors_seen == 12 + 30
     assert [r["ROW_NO"] for r in rows] == sorted(r["ROW_NO"] for r in rows)
 
 
@@ -293,7 +294,7 @@ def test_skip_file_counts_errors_over_the_whole_file_and_leaves_no_blob(
     worker = FakeWorker(tmp_path, stream_file_bytes=1000, chunk_bytes=3000)
     rows, record, blobs = streamed(worker, pipe, "big.csv")
     assert (record, rows, blobs) == (expected, [], [])
-    assert record["status"] == "LOAD_FAILED" and record["errors_seen"] == 3
+    assert record.status == "LOAD_FAILED" and record.errors_seen == 3
     assert not list((tmp_path / "tables").rglob("*.parquet")), "blobs of the failed file remain"
 
 
@@ -305,7 +306,7 @@ def test_skip_file_n_below_the_limit_loads_from_every_part(tmp_path: Path) -> No
     rows, record, _ = streamed(
         FakeWorker(tmp_path, stream_file_bytes=1000, chunk_bytes=3000), pipe, "big.csv"
     )
-    assert record == expected and record["status"] == "PARTIALLY_LOADED"
+    assert record == expected and record.status == "PARTIALLY_LOADED"
     assert rows == expected_rows and len(rows) == 2997
 
 
@@ -319,7 +320,7 @@ def test_invalid_utf8_in_a_later_part_names_its_line_in_the_file(tmp_path: Path)
         FakeWorker(tmp_path, stream_file_bytes=1000, chunk_bytes=3000), pipe, "big.csv"
     )
     assert record == expected and (rows, blobs) == ([], [])
-    assert record["first_error_line"] == data.count(b"\n")
+    assert record.first_error_line == data.count(b"\n")
 
 
 def test_small_files_and_other_formats_are_read_whole(tmp_path: Path) -> None:
@@ -334,9 +335,9 @@ def test_small_files_and_other_formats_are_read_whole(tmp_path: Path) -> None:
 
 def test_deleted_before_streaming_is_load_failed_with_a_system_error(tmp_path: Path) -> None:
     worker = FakeWorker(tmp_path, stream_file_bytes=10)
-    blobs, record = stream_file(worker, CTX, wide_pipe(), WIDE, {"path": "gone.csv", "part": 0}, 0, 100)  # type: ignore[arg-type]
-    assert blobs == [] and record["status"] == "LOAD_FAILED"
-    assert record["system_error"].startswith("Remote file 's3://bucket/in/gone.csv' was not found.")
+    blobs, record = stream_file(worker, CTX, wide_pipe(), WIDE, LoadTask("", "gone.csv", None, 0, ""), 0, 100)  # type: ignore[arg-type]
+    assert blobs == [] and record.status == "LOAD_FAILED"
+    assert record.system_error.startswith("Remote file 's3://bucket/in/gone.csv' was not found.")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -456,10 +457,10 @@ def test_a_bomb_bigger_than_the_streaming_threshold_is_stopped_too(tmp_path: Pat
     worker = FakeWorker(tmp_path, stream_file_bytes=1000, max_part_bytes=PART_BOUND, chunk_bytes=MiB)
     fetched = fetch_file(worker, pipe_for(), "big.csv.gz")  # type: ignore[arg-type]
     assert isinstance(fetched, Streamed)
-    row = {"path": "big.csv.gz", "part": 0}
+    row = LoadTask("", "big.csv.gz", None, 0, "")
     blobs, record = stream_file(worker, CTX, pipe_for(), TABLE, row, 0, fetched.size)  # type: ignore[arg-type]
-    assert blobs == [] and record["status"] == "LOAD_FAILED"
-    assert "in one record (pipeline.max_part_bytes)" in record["first_error"]
+    assert blobs == [] and record.status == "LOAD_FAILED"
+    assert "in one record (pipeline.max_part_bytes)" in record.first_error
 
 
 def test_a_whole_read_csv_over_the_part_bound_is_streamed_and_loads(
@@ -482,20 +483,20 @@ def test_json_over_the_part_bound_fails_as_read_whole(tmp_path: Path) -> None:
     put(tmp_path, "plain.json", b'{"id": 1, "name": "a"}\n' * 1000)
     worker = FakeWorker(tmp_path, max_part_bytes=16 * 1024)
     rows, record = load_file(worker, json_pipe, TABLE, "bomb.json.gz")  # type: ignore[arg-type]
-    assert rows is None and record["status"] == "LOAD_FAILED"
-    assert record["first_error"].startswith(
+    assert rows is None and record.status == "LOAD_FAILED"
+    assert record.first_error.startswith(
         "File 'bomb.json.gz' decompresses to more than 16 KiB (pipeline.max_part_bytes), and JSON files "
         "are read whole; split it into smaller files"
     )
     # Stored bytes over the bound: refused before it is even downloaded.
     rows, record = load_file(worker, json_pipe, TABLE, "plain.json")  # type: ignore[arg-type]
-    assert rows is None and record["status"] == "LOAD_FAILED"
-    assert record["first_error"].startswith("File 'plain.json' decompresses to more than 16 KiB")
-    assert record["size"] == 23 * 1000
+    assert rows is None and record.status == "LOAD_FAILED"
+    assert record.first_error.startswith("File 'plain.json' decompresses to more than 16 KiB")
+    assert record.size == 23 * 1000
 
 
 def test_load_file_without_hand_off_fails_a_csv_over_the_part_bound(tmp_path: Path) -> None:
     put(tmp_path, "b.csv.gz", bombs.gzip_bomb(64 * MiB, bombs.lines(), header=b"id,name\n"))
     rows, record = load_file(FakeWorker(tmp_path, max_part_bytes=MiB), pipe_for(), TABLE, "b.csv.gz")  # type: ignore[arg-type]
-    assert rows is None and record["status"] == "LOAD_FAILED"
-    assert "more than 1 MiB (pipeline.max_part_bytes), and it is read whole" in record["first_error"]
+    assert rows is None and record.status == "LOAD_FAILED"
+    assert "more than 1 MiB (pipeline.max_part_bytes), and it is read whole" in record.first_error

@@ -20,10 +20,11 @@ from hypothesis import strategies as st
 
 from floe.catalog.models import Column, CopySpec, FileFormat, OnError, Table
 from floe.errors import CompilationError, FileLoadError
+from floe.records import LoadOutcome
 from floe.types import arrow_schema
 from pipeline import transform as transform_module
 from pipeline.formats import read_raw
-from pipeline.transform import CompiledCopy, FileResult, apply_copy, compile_copy, new_connection
+from pipeline.transform import CompiledCopy, apply_copy, compile_copy, new_connection
 from tests.security.attacks import copy_transform as attack
 
 pytestmark = pytest.mark.unit
@@ -64,7 +65,7 @@ def compile_for(
 
 def load(
     compiled: CompiledCopy, data: bytes, filename: str = "dir/file.csv"
-) -> tuple[list[dict[str, Any]], FileResult]:
+) -> tuple[list[dict[str, Any]], LoadOutcome]:
     raw = read_raw(data, compiled.file_format, path=filename)
     table, result = apply_copy(compiled, raw, filename=filename)
     assert table.schema == compiled.schema
@@ -480,7 +481,7 @@ def test_file_result_is_json_serialisable() -> None:
     record = json.loads(json.dumps(result.to_dict()))
     assert record["status"] == "LOAD_FAILED"
     assert record["first_error_line"] == 6
-    failed = FileResult.failed("f.csv", "boom")
+    failed = LoadOutcome.failed("f.csv", "boom")
     assert failed.to_dict()["status"] == "LOAD_FAILED"
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from floe.client import records
+from front.client import records
 from tests.conftest import Stack, unique, wait_until
 from tests.security.attacks import copy_transform as attack
 from tests.security.attacks.caller import SqlCaller

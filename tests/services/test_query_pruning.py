@@ -395,7 +395,7 @@ def cli(monkeypatch: pytest.MonkeyPatch) -> Any:
     """`floe sql` with the API answering BODY (or, for DDL, no statistics)."""
     from typer.testing import CliRunner
 
-    from floe import cli as cli_module
+    from front import cli as cli_module
 
     def fake_run_sql(settings: Any, statement: str, **_: Any) -> dict[str, Any]:
         if statement.startswith("SELECT"):

@@ -19,8 +19,8 @@ import pytest
 
 from floe.catalog import Catalog, Table
 from floe.catalog.ddl import Defaults, qualify
-from floe.client import auth_header, run_sql
 from floe.keys import Keys
+from front.client import auth_header, run_sql
 from tests.conftest import ROOT, VENV_BIN, Stack, unique, wait_until
 from tests.e2e.test_autoingest import history
 

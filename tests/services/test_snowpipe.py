@@ -24,11 +24,11 @@ from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 
 from floe.catalog import Catalog, Pipe
-from floe.client import auth_header
 from floe.history import FileState
 from floe.keypair import fingerprint, new_private_key, public_key_body
 from floe.keys import Keys
 from floe.settings import Settings
+from front.client import auth_header
 from pipeline.registrar import PipeCommit, Registrar
 from services.api import create_app
 from services.auth import NO_MATCHING_KEY

@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 
-from floe.client import auth_header
 from floe.keypair import new_private_key, private_key_pem, public_key_body
 from floe.settings import Settings
+from front.client import auth_header
 
 
 @dataclass

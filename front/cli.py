@@ -10,9 +10,9 @@ import typer
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from floe.client import SqlFailed, run_sql
 from floe.runtime import private_dir, private_files
 from floe.settings import Settings
+from front.client import SqlFailed, run_sql
 
 app = typer.Typer(
     help="Floe: a self-hosted Snowpipe. Declare pipes in Snowflake SQL; "
@@ -148,7 +148,7 @@ def demo(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the demo files to load.")] = 180.0,
 ) -> None:
     """Create a demo stage, table and auto-ingest pipe, drop sample files, and show them loaded."""
-    from floe.demo import run_demo
+    from front.demo import run_demo
 
     raise typer.Exit(run_demo(Settings(), follow=follow, timeout=timeout))
 

@@ -1,4 +1,4 @@
-"""A small client for the Floe API's SQL endpoint (used by the CLI, the demo and the tests)."""
+"""A small client for the Floe API's SQL endpoint (for the CLI, the demo, the benchmarks and the tests)."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 from floe.aws import client as aws_client
-from floe.client import SqlFailed, records, run_sql
 from floe.settings import Settings
+from front.client import SqlFailed, records, run_sql
 
 BUCKET = "floe-demo"
 console = Console()

@@ -1,0 +1,329 @@
+"""The records a file passes through on its way to a table, and every external form they take.
+
+A file is queued (``QueueEntry``, an entry of its pipe's Redis stream), planned into a Spark task
+of a micro-batch (``LoadTask``), loaded by an executor (``LoadOutcome``, shipped back to the driver
+next to the manifest entries of the blobs written), and committed (``LoadOutcome.apply_to`` turns
+it into the file's terminal ``FileState``). The Redis stream fields, the Spark rows and the
+executor-to-driver rows are encoded and decoded here and nowhere else, so a field is renamed or
+added in one place, and a new kind of input (a row batch from a streaming channel) is a new
+``Origin`` and record, not a new dict shape.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Literal, cast, get_args, get_type_hints
+
+import pyarrow as pa
+
+from floe.blobs import BlobMeta
+from floe.history import FileState
+
+Origin = Literal["notification", "rest", "replace"]
+"""How a file reached its queue: an S3 event notification (through SQS), an insertFiles call, or
+the queue of the pipe incarnation a CREATE OR REPLACE retired."""
+
+LoadStatus = Literal["LOADED", "PARTIALLY_LOADED", "LOAD_FAILED"]
+"""The terminal statuses of a file's load (history's LOAD_IN_PROGRESS is never an outcome)."""
+
+_ORIGINS: frozenset[str] = frozenset(get_args(Origin))
+
+# ------------------------------------------------------------------------------------------------
+# Queue entries (Redis stream fields)
+
+# The stream's field names. 'origin' came later: entries without it are read as notifications.
+_PATH, _SIZE, _RECEIVED, _ORIGIN = "path", "size", "received", "origin"
+_B_PATH, _B_SIZE, _B_RECEIVED, _B_ORIGIN = (f.encode() for f in (_PATH, _SIZE, _RECEIVED, _ORIGIN))
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """One file waiting in a pipe's queue stream."""
+
+    path: str
+    """Path relative to the stage."""
+    size: int | None
+    """Stored size in bytes; None when the notification or the insertFiles call did not say."""
+    received_ms: int
+    """When the notification or the insertFiles call reached Floe."""
+    origin: Origin = "notification"
+    """How the file got here. Entries queued before Floe recorded it read as 'notification': both
+    older kinds are whole files, which is all a reader needs to know."""
+    stream_id: str | None = None
+    """The entry's id in its stream; None until it is added."""
+
+    def stream_fields(self) -> list[str | int]:
+        """The entry's stream fields as flat name/value pairs, in XADD order."""
+        return [
+            _PATH,
+            self.path,
+            _SIZE,
+            self.stream_size(self.size),
+            _RECEIVED,
+            self.received_ms,
+            _ORIGIN,
+            self.origin,
+        ]
+
+    @staticmethod
+    def stream_size(size: int | None) -> int:
+        """A size as the stream holds it: -1 when unknown."""
+        return -1 if size is None else size
+
+    @staticmethod
+    def lua_stream_fields(path: str, size: str, received: str, origin: str) -> str:
+        """The XADD field/value list of an entry as Lua source, for a script that adds entries (the
+        dedup step): each argument is a Lua expression for that value, encoded as ``stream_fields``
+        encodes it. The names are spelled into the script, not passed per entry: a call of the dedup
+        script carries up to hundreds of entries, and passing them cost it about a tenth."""
+        return f"'{_PATH}', {path}, '{_SIZE}', {size}, '{_RECEIVED}', {received}, '{_ORIGIN}', {origin}"
+
+    @classmethod
+    def from_stream(cls, stream_id: bytes | str, values: Mapping[bytes, bytes]) -> QueueEntry:
+        """An entry as XRANGE returns it: its id and its fields."""
+        size = int(values.get(_B_SIZE, b"-1"))
+        origin = values.get(_B_ORIGIN, b"notification").decode()
+        if origin not in _ORIGINS:
+            raise ValueError(f"queue entry {stream_id!r} has an unknown origin {origin!r}")
+        return cls(
+            path=values[_B_PATH].decode(),
+            size=None if size < 0 else size,
+            received_ms=int(values.get(_B_RECEIVED, b"0")),
+            origin=cast(Origin, origin),  # checked above
+            stream_id=stream_id.decode() if isinstance(stream_id, bytes) else stream_id,
+        )
+
+    @classmethod
+    def from_flat(cls, entry: Sequence[Any]) -> QueueEntry:
+        """An entry as a Lua script returns XRANGE's output: [id, [name, value, ...]]."""
+        sid, flat = entry
+        return cls.from_stream(sid, dict(zip(flat[::2], flat[1::2], strict=True)))
+
+
+# ------------------------------------------------------------------------------------------------
+# Tasks (the streaming source's rows and the mapInArrow input)
+
+_SPARK_TYPES: dict[Any, str] = {str: "string", int: "long", int | None: "long"}
+
+
+def _spark_ddl(cls: type, skip: frozenset[str] = frozenset()) -> str:
+    hints = get_type_hints(cls)
+    return ", ".join(f"{f.name} {_SPARK_TYPES[hints[f.name]]}" for f in fields(cls) if f.name not in skip)
+
+
+@dataclass(frozen=True)
+class LoadTask:
+    """One queued file planned into a micro-batch: the pipe, the queue entry and the Spark task."""
+
+    pipe_id: str
+    """The pipe incarnation whose queue holds the file."""
+    path: str
+    """Path relative to the stage."""
+    size: int | None
+    """Stored size in bytes, when known."""
+    received_ms: int
+    """When the file reached Floe."""
+    stream_id: str
+    """Its queue entry, deleted when the load commits."""
+    part: int = 0
+    """The Spark partition (task) that loads it; 0 until the job plans the batch."""
+
+    @classmethod
+    def queued(cls, pipe_id: str, entry: QueueEntry) -> LoadTask:
+        """The task of a queue entry read from the stream (so it has its id)."""
+        assert entry.stream_id is not None, "an entry read from its stream has an id"
+        return cls(pipe_id, entry.path, entry.size, entry.received_ms, entry.stream_id)
+
+    def in_part(self, part: int) -> LoadTask:
+        """The same task, planned into Spark partition ``part``."""
+        return replace(self, part=part)
+
+    def source_row(self) -> tuple[str, str, int | None, int, str]:
+        """The streaming source's row (``SOURCE_SCHEMA``)."""
+        return (self.pipe_id, self.path, self.size, self.received_ms, self.stream_id)
+
+    def task_row(self) -> tuple[str, str, int | None, int, str, int]:
+        """The mapInArrow input row (``TASK_SCHEMA``)."""
+        return (self.pipe_id, self.path, self.size, self.received_ms, self.stream_id, self.part)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> LoadTask:
+        """A task from a row by column name: a source row (no part yet) or a task row."""
+        return cls(**row)
+
+    @classmethod
+    def from_batch(cls, batch: pa.RecordBatch) -> list[LoadTask]:
+        """The tasks of one mapInArrow input batch."""
+        return [cls(**row) for row in batch.to_pylist()]
+
+
+SOURCE_SCHEMA = _spark_ddl(LoadTask, frozenset({"part"}))
+"""Spark DDL of the ``floe_files`` source's rows: a task before the job plans it."""
+TASK_SCHEMA = _spark_ddl(LoadTask)
+"""Spark DDL of the mapInArrow input rows."""
+
+# ------------------------------------------------------------------------------------------------
+# Load outcomes
+
+
+@dataclass(frozen=True)
+class LoadOutcome:
+    """What loading one file came to (COPY_HISTORY's columns): the transform's result, the
+    executor's report to the driver, and the update the commit applies to the file's state."""
+
+    path: str
+    """Path relative to the stage (the file name apply_copy was given)."""
+    status: LoadStatus
+    """LOADED, PARTIALLY_LOADED or LOAD_FAILED."""
+    rows_parsed: int = 0
+    """Records seen, good and bad."""
+    rows_loaded: int = 0
+    """Rows that went into the table (0 when LOAD_FAILED)."""
+    errors_seen: int = 0
+    """Records with an error (parse or conversion)."""
+    error_limit: int | None = None
+    """Errors that fail the file: 1 for SKIP_FILE, N for SKIP_FILE_N, rows_parsed for CONTINUE,
+    and for 'SKIP_FILE_N%' the smallest error count above N% of rows_parsed. None when the file
+    failed before its COPY ran (gone, too large, internal error): its state keeps the pipe's."""
+    first_error: str | None = None
+    """Message of the earliest error in the file."""
+    first_error_line: int | None = None
+    """Its physical line."""
+    first_error_character: int | None = None
+    """Its 1-based character position in that line."""
+    first_error_column: str | None = None
+    """Its column, ``"<TABLE>"["<COLUMN>":<ordinal>]``."""
+    code: str | None = None
+    """Its Snowflake error code, e.g. '100038' (not part of load history)."""
+    system_error: str | None = None
+    """Error that stopped the whole file (missing object, internal error)."""
+    size: int | None = None
+    """Stored size in bytes as read; None keeps the size the file's state has."""
+    stream_id: str = ""
+    """The file's queue entry, set by the executor from its task."""
+
+    @classmethod
+    def failed(
+        cls,
+        path: str,
+        message: str,
+        *,
+        code: str | None = None,
+        line: int | None = None,
+        character: int | None = None,
+        column: str | None = None,
+    ) -> LoadOutcome:
+        """A file that could not be read at all (a FileLoadError), with its place when known."""
+        return cls(
+            path,
+            "LOAD_FAILED",
+            errors_seen=1,
+            error_limit=1,
+            first_error=message,
+            first_error_line=line,
+            first_error_character=character,
+            first_error_column=column,
+            code=code,
+        )
+
+    @classmethod
+    def stopped(cls, path: str, message: str, *, system: bool, size: int | None = None) -> LoadOutcome:
+        """A file that failed before its COPY ran: gone, too large to read, or an internal error
+        (``system``: the message is also its system error)."""
+        return cls(
+            path,
+            "LOAD_FAILED",
+            errors_seen=1,
+            first_error=message,
+            system_error=message if system else None,
+            size=size,
+        )
+
+    def sized(self, size: int) -> LoadOutcome:
+        """The same outcome with the file's stored size."""
+        return replace(self, size=size)
+
+    def of_task(self, task: LoadTask) -> LoadOutcome:
+        """The same outcome, tied to the task's file and queue entry."""
+        return replace(self, path=task.path, stream_id=task.stream_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready form (the wire payload), with the field names as keys."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoadOutcome:
+        """The outcome ``to_dict`` gave."""
+        return cls(**data)
+
+    def apply_to(self, state: FileState, loaded_ms: int) -> FileState:
+        """The file's terminal state: ``state`` (as dedup wrote it) updated with this outcome.
+
+        A size or error limit the outcome does not know (None) keeps the state's: the size the
+        notification gave, and the pipe's ERROR_LIMIT.
+        """
+        update: dict[str, Any] = {
+            "status": self.status,
+            "rows_parsed": self.rows_parsed,
+            "rows_loaded": self.rows_loaded,
+            "errors_seen": self.errors_seen,
+            "first_error": self.first_error,
+            "first_error_line": self.first_error_line,
+            "first_error_character": self.first_error_character,
+            "first_error_column": self.first_error_column,
+            "system_error": self.system_error,
+            "loaded_ms": loaded_ms,
+        }
+        if self.error_limit is not None:
+            update["error_limit"] = self.error_limit
+        if self.size is not None:
+            update["size"] = self.size
+        return state.model_copy(update=update)
+
+
+# ------------------------------------------------------------------------------------------------
+# Executor -> driver: the mapInArrow output rows
+
+_FILE, _BLOB = "file", "blob"
+_ARROW_TO_SPARK = {pa.string(): "string"}
+WIRE_SCHEMA = pa.schema([("kind", pa.string()), ("pipe_id", pa.string()), ("payload", pa.string())])
+"""One row per file outcome and per blob written: its kind, its pipe and its JSON."""
+WIRE_DDL = ", ".join(f"{f.name} {_ARROW_TO_SPARK[f.type]}" for f in WIRE_SCHEMA)
+"""``WIRE_SCHEMA`` as the Spark DDL mapInArrow takes."""
+
+
+@dataclass
+class PipeResults:
+    """What a micro-batch's tasks returned for one pipe, in the order they returned it."""
+
+    outcomes: list[LoadOutcome] = field(default_factory=list)
+    blobs: list[dict[str, Any]] = field(default_factory=list)
+    """Manifest entries (``BlobMeta.to_dict``) of the blobs written."""
+
+
+def encode_results(pipe_id: str, items: Iterable[LoadOutcome | BlobMeta]) -> pa.RecordBatch:
+    """A task's output for one pipe, in ``WIRE_SCHEMA``."""
+    rows = [
+        {
+            "kind": _FILE if isinstance(item, LoadOutcome) else _BLOB,
+            "pipe_id": pipe_id,
+            "payload": json.dumps(item.to_dict()),
+        }
+        for item in items
+    ]
+    return pa.RecordBatch.from_pylist(rows, schema=WIRE_SCHEMA)
+
+
+def decode_results(rows: Iterable[Mapping[str, Any]]) -> dict[str, PipeResults]:
+    """The collected output rows by pipe, pipes in the order they first appear."""
+    out: dict[str, PipeResults] = {}
+    for row in rows:
+        results = out.setdefault(row["pipe_id"], PipeResults())
+        payload = json.loads(row["payload"])
+        if row["kind"] == _BLOB:
+            results.blobs.append(payload)
+        else:
+            results.outcomes.append(LoadOutcome.from_dict(payload))
+    return out
