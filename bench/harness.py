@@ -25,9 +25,11 @@ from typing import Any
 
 import httpx
 import redis
+from botocore.exceptions import ClientError
 from rich.console import Console
 
 from bench.memory import session_members
+from floe.aws import AWS_ERRORS
 from floe.aws import client as aws_client
 from floe.settings import Settings
 from front.client import auth_header, records, run_sql
@@ -319,15 +321,17 @@ class Resources:
                     for i in range(0, len(keys), 1000):
                         self.s3.delete_objects(Bucket=bucket, Delete={"Objects": keys[i : i + 1000]})
                 self.s3.delete_bucket(Bucket=bucket)
-            except Exception as exc:
-                if "NoSuchBucket" not in str(exc):
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "NoSuchBucket":
                     problems.append(f"bucket {bucket}: {exc}")
+            except AWS_ERRORS as exc:
+                problems.append(f"bucket {bucket}: {exc}")
         try:
             sqs = aws_client(self.settings.aws, "sqs")
             for name in (self.settings.consumer.queue_name, self.settings.consumer.dlq_name):
                 with contextlib.suppress(sqs.exceptions.QueueDoesNotExist):
                     sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName=name)["QueueUrl"])
-        except Exception as exc:
+        except AWS_ERRORS as exc:
             problems.append(f"queues: {exc}")
         try:
             client = self.settings.redis.client()

@@ -122,7 +122,7 @@ class _Poller:
                     if self._outstanding(kind):
                         self._round(kind, client)
                     self.stop.wait(POLL_S)
-        except BaseException as exc:  # handed to the measuring thread
+        except BaseException as exc:  # noqa: BLE001 -- handed to the measuring thread, which re-raises it
             self.error = exc
 
 

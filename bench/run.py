@@ -311,7 +311,7 @@ class Run:
             value = fn(*fargs, **kwargs)
             if name in STACK_PHASES and self.stack is not None:
                 self.stack.check()  # a process that died meanwhile makes the figure suspect
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- one failed phase is reported; the others still run
             self.result["errors"][name] = f"{type(exc).__name__}: {exc}"
             progress.console.print(f"[red]✗ {name} failed:[/] {type(exc).__name__}: {exc}", markup=True)
             return None

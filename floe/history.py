@@ -7,7 +7,8 @@ registrar turns it terminal in the same transaction that makes the file's rows v
 
 from __future__ import annotations
 
-from typing import Literal, cast
+import datetime as dt
+from typing import Literal
 
 import redis
 from pydantic import BaseModel
@@ -22,6 +23,15 @@ COPY_HISTORY_STATUS: dict[str, str] = {
     "LOAD_FAILED": "Load failed",
     "PARTIALLY_LOADED": "Partially loaded",
 }
+
+
+def iso_utc(ms: int) -> str:
+    """Epoch milliseconds as the reports print them: ISO 8601 in UTC, to the millisecond, with Z."""
+    return (
+        dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
 
 
 class FileState(BaseModel):
@@ -66,21 +76,21 @@ class FileState(BaseModel):
         return self.status != "LOAD_IN_PROGRESS"
 
 
-def read_states(client: redis.Redis, keys: Keys, pipe_id: str, since_ms: int = 0) -> list[FileState]:
+def read_states(client: redis.Redis[bytes], keys: Keys, pipe_id: str, since_ms: int = 0) -> list[FileState]:
     """Every file state of a pipe received at or after ``since_ms``, oldest first."""
-    paths = cast(list[bytes], client.zrangebyscore(keys.history(pipe_id), since_ms, "+inf"))
+    paths = client.zrangebyscore(keys.history(pipe_id), since_ms, "+inf")
     return states_of(client, keys, pipe_id, [p.decode() for p in paths])
 
 
-def states_of(client: redis.Redis, keys: Keys, pipe_id: str, paths: list[str]) -> list[FileState]:
+def states_of(client: redis.Redis[bytes], keys: Keys, pipe_id: str, paths: list[str]) -> list[FileState]:
     """The states of these paths, in their order; paths Floe no longer remembers are left out."""
     if not paths:
         return []
-    values = cast(list[bytes | None], client.mget([keys.file(pipe_id, p) for p in paths]))
+    values = client.mget([keys.file(pipe_id, p) for p in paths])
     return [FileState.model_validate_json(v) for v in values if v is not None]
 
 
-def read_state(client: redis.Redis, keys: Keys, pipe_id: str, path: str) -> FileState | None:
+def read_state(client: redis.Redis[bytes], keys: Keys, pipe_id: str, path: str) -> FileState | None:
     """The state of one (pipe, path), if Floe remembers it."""
-    raw = cast(bytes | None, client.get(keys.file(pipe_id, path)))
+    raw = client.get(keys.file(pipe_id, path))
     return FileState.model_validate_json(raw) if raw else None

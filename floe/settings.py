@@ -59,7 +59,7 @@ class RedisSettings(_Section):
         except FileNotFoundError:
             return None
 
-    def client(self, **options: Any) -> redis.Redis:
+    def client(self, **options: Any) -> redis.Redis[bytes]:
         """A client of this Redis, signed in when a password is known. Options go to redis-py."""
         password = self.resolve_password()
         if password is not None:

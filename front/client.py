@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from floe.errors import FloeError
+from floe.errors import FloeError, TerminalError, TransientError
 from floe.keypair import load_private_key, sign_token
 from floe.settings import Settings
 
@@ -18,8 +18,20 @@ _tokens: dict[tuple[str, str, str], tuple[str, float]] = {}
 _tokens_lock = threading.Lock()
 
 
-class SqlFailed(Exception):
-    """A statement answered with an error, or the API could not be reached."""
+class SqlFailed(FloeError):
+    """A statement did not run: the API answered with an error, or could not be reached."""
+
+
+class StatementRejected(SqlFailed, TerminalError):
+    """The API refused the statement (a SQL error, a missing privilege, bad credentials)."""
+
+
+class ApiUnavailable(SqlFailed, TransientError):
+    """The API was not reached, or answered that it cannot serve now (429, 5xx); retrying may work."""
+
+
+def _failure(status: int, message: str) -> SqlFailed:
+    return ApiUnavailable(message) if status == 429 or status >= 500 else StatementRejected(message)
 
 
 def auth_header(settings: Settings, user: str | None = None, key_file: str | None = None) -> dict[str, str]:
@@ -34,7 +46,7 @@ def auth_header(settings: Settings, user: str | None = None, key_file: str | Non
             pem = Path(path).read_text()
         except OSError as exc:
             where = path if Path(path).is_absolute() else f"{path} (relative to {Path.cwd()})"
-            raise SqlFailed(
+            raise StatementRejected(
                 f"cannot read the private key {where}: {exc.strerror}. The API creates the admin key "
                 "on its first start (`make up`); run floe from the Floe checkout, or set "
                 "FLOE_AUTH__ADMIN_KEY_FILE to the key's absolute path."
@@ -42,7 +54,7 @@ def auth_header(settings: Settings, user: str | None = None, key_file: str | Non
         try:
             token = sign_token(settings.account, user, load_private_key(pem), _TOKEN_LIFETIME_S)
         except FloeError as exc:
-            raise SqlFailed(f"cannot sign with {path}: {exc.message}") from None
+            raise StatementRejected(f"cannot sign with {path}: {exc.message}") from None
         hit = (token, time.time() + _TOKEN_LIFETIME_S)
         with _tokens_lock:
             _tokens[cache_key] = hit
@@ -63,19 +75,27 @@ def run_sql(
     try:
         resp = httpx.post(url, json={"sql": statement}, headers=headers, timeout=timeout)
     except httpx.ConnectError as exc:
-        raise SqlFailed(
+        raise ApiUnavailable(
             f"cannot reach the Floe API at {url} ({exc}). Start the stack with `make up` "
             "or point FLOE_API__HOST/FLOE_API__PORT at a running API."
+        ) from exc
+    except httpx.TransportError as exc:
+        # Connected, then lost: the API stopped or restarted mid-statement, or the answer took
+        # longer than ``timeout``. Whether the statement ran is unknown.
+        raise ApiUnavailable(
+            f"the Floe API at {url} did not answer ({type(exc).__name__}: {exc}); whether the "
+            "statement ran is unknown. Check `make status` and the API log (.floe/logs/api.log)."
         ) from exc
     try:
         body = resp.json()
     except ValueError:
-        raise SqlFailed(
-            f"the API answered {resp.status_code} without a JSON body: {resp.text[:200]}"
+        raise _failure(
+            resp.status_code, f"the API answered {resp.status_code} without a JSON body: {resp.text[:200]}"
         ) from None
     if resp.status_code != 200 or not body.get("success"):
-        raise SqlFailed(
-            f"{body.get('code', resp.status_code)} ({body.get('sqlState', '')}): {body.get('message')}"
+        raise _failure(
+            resp.status_code,
+            f"{body.get('code', resp.status_code)} ({body.get('sqlState', '')}): {body.get('message')}",
         )
     return dict(body)
 

@@ -466,8 +466,19 @@ def _proc_stat(pid: int) -> list[str] | None:
     return text.rsplit(")", 1)[1].split()
 
 
+# The parts this process started, until they are collected. A part outlives the command that
+# started it (`make up` exits), so nothing waits on it; but a Popen dropped while its child runs is
+# a ResourceWarning, and in-process callers (the tests) stop the parts they started.
+_STARTED: dict[int, subprocess.Popen[bytes]] = {}
+
+
 def _reap(pid: int) -> None:
     """Collect ``pid`` if it is our own exited child (tests start parts in-process), so it is not a zombie."""
+    proc = _STARTED.get(pid)
+    if proc is not None:
+        if proc.poll() is not None:
+            del _STARTED[pid]
+        return
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
 
@@ -660,6 +671,7 @@ def _start(part: Part, settings: Settings) -> tuple[int, float]:
             # Whatever the caller's umask (tests start parts in-process), what a part creates is 0600.
             umask=OWNER_ONLY_UMASK,
         )
+    _STARTED[proc.pid] = proc
     _write_pid(pid_file(part.name, settings), proc.pid)
     _wait_ready(part, settings, proc.pid, proc, started)
     return proc.pid, time.monotonic() - started

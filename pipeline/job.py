@@ -20,6 +20,7 @@ import pyarrow as pa
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
+from floe.aws import AWS_ERRORS
 from floe.aws import client as aws_client
 from floe.catalog import Catalog, Table, now_ms
 from floe.history import FileState
@@ -173,7 +174,7 @@ class BatchProcessor:
                     Bucket=self.settings.pipeline.tables_bucket,
                     Delete={"Objects": [{"Key": n} for n in names[i : i + 1000]], "Quiet": True},
                 )
-            except Exception as exc:  # garbage at worst: never let cleanup fail a batch
+            except AWS_ERRORS as exc:  # garbage at worst: never let cleanup fail a batch
                 log.warning("could not delete %d unreferenced blobs: %s", len(names[i : i + 1000]), exc)
 
 

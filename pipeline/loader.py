@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 from pyarrow import fs as pafs
 
 from floe.aws import client as aws_client
-from floe.aws import pyarrow_s3_kwargs
+from floe.aws import object_gone, pyarrow_s3_kwargs
 from floe.blobs import BlobCrypto, BlobMeta, crypto_from_settings, write_blob
 from floe.catalog import Pipe, Table
 from floe.errors import FileLoadError
@@ -154,7 +154,7 @@ def fetch_file(w: _Worker, pipe: Pipe, path: str, *, stream: bool = True) -> byt
     except FileNotFoundError:
         return LoadOutcome.stopped(path, _not_found(location), system=True)
     except OSError as exc:
-        if "NoSuchKey" in str(exc) or "does not exist" in str(exc) or "404" in str(exc):
+        if object_gone(exc):
             return LoadOutcome.stopped(path, _not_found(location), system=True)
         raise  # transient: the task fails and the batch is replayed
 
@@ -319,7 +319,7 @@ def stream_file(
         raise  # may pass on a replay
     except OSError as exc:
         _delete_blobs(w, blobs)
-        if "NoSuchKey" in str(exc) or "does not exist" in str(exc) or "404" in str(exc):
+        if object_gone(exc):
             return [], LoadOutcome.stopped(path, _not_found(location), system=True, size=size)
         raise
     except Exception as exc:

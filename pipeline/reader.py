@@ -29,7 +29,7 @@ def blob_names(settings: Settings, table: Table) -> list[str]:
     keys = Keys(settings.redis.prefix)
     names: list[str] = []
     for pipe_id in Catalog(client, keys).segments(table):
-        names.extend(k.decode() for k in cast(list[bytes], client.hkeys(keys.blobs(pipe_id))))
+        names.extend(k.decode() for k in client.hkeys(keys.blobs(pipe_id)))
     return sorted(names)
 
 

@@ -76,7 +76,7 @@ class Outcome(enum.Enum):
 class Registrar:
     """Commits micro-batches to Redis."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, retention_seconds: int) -> None:
+    def __init__(self, client: redis.Redis[bytes], keys: Keys, retention_seconds: int) -> None:
         self._r = client
         self._keys = keys
         self._ttl = retention_seconds

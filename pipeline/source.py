@@ -105,7 +105,7 @@ def source_redis_settings(options: dict[str, str]) -> RedisSettings:
 
 
 @dataclass
-class PipeRange(InputPartition):  # type: ignore[misc]
+class PipeRange(InputPartition):
     """Entries of one pipe's stream after ``start`` up to and including ``end``."""
 
     pipe_id: str
@@ -113,7 +113,7 @@ class PipeRange(InputPartition):  # type: ignore[misc]
     end: str
 
 
-class FileStreamReader(DataSourceStreamReader):  # type: ignore[misc]
+class FileStreamReader(DataSourceStreamReader):
     """Plans micro-batches over every unpaused pipe's queue."""
 
     def __init__(self, options: dict[str, str]) -> None:
@@ -127,7 +127,7 @@ class FileStreamReader(DataSourceStreamReader):  # type: ignore[misc]
         # starts at a point drawn from its start offset, so restarts do not favour low pipe ids.
         self._after: str | None = None
 
-    def _client(self) -> redis.Redis:
+    def _client(self) -> redis.Redis[bytes]:
         return self.redis.client()
 
     def initialOffset(self) -> dict[str, Any]:
@@ -154,7 +154,7 @@ class FileStreamReader(DataSourceStreamReader):  # type: ignore[misc]
         return end
 
     def _read_after(
-        self, client: redis.Redis, counts: Mapping[str, int], end: Mapping[str, Any]
+        self, client: redis.Redis[bytes], counts: Mapping[str, int], end: Mapping[str, Any]
     ) -> dict[str, Entries]:
         """Up to ``counts[pipe]`` entries of each pipe's queue after its offset in ``end``, in one
         round trip."""
@@ -167,7 +167,7 @@ class FileStreamReader(DataSourceStreamReader):  # type: ignore[misc]
         return dict(zip(ids, results, strict=True))
 
     def _plan_fair(
-        self, client: redis.Redis, pipes: list[Pipe], end: dict[str, Any], budget: int, after: str
+        self, client: redis.Redis[bytes], pipes: list[Pipe], end: dict[str, Any], budget: int, after: str
     ) -> None:
         """Move ``end`` on by each pipe's fair share of ``budget``.
 
@@ -226,7 +226,7 @@ class FileStreamReader(DataSourceStreamReader):  # type: ignore[misc]
             client.xtrim(self.keys.queue(pipe_id), minid=_next_id(str(last)), approximate=False)
 
 
-class FloeFileSource(DataSource):  # type: ignore[misc]
+class FloeFileSource(DataSource):
     """``spark.readStream.format("floe_files")``: files waiting in pipe queues."""
 
     @classmethod

@@ -10,11 +10,13 @@ which is the key `floe sql` signs with.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import json
 import logging
 import time
 import uuid
+from collections.abc import AsyncIterator
 from types import FrameType
 from typing import Any
 from urllib.parse import parse_qs
@@ -32,14 +34,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from floe.catalog import ADMIN_ROLE, Catalog, User, now_ms
 from floe.catalog.ddl import Defaults
-from floe.errors import AuthenticationFailed, FloeError, PermissionDenied, SqlError
+from floe.errors import AuthenticationFailed
 from floe.keypair import ensure_key_file, public_key_body
 from floe.keys import Keys
 from floe.runtime import log_context
 from floe.settings import Settings
-from services.auth import Authenticator, RateLimiter, RejectedToken
+from services.answers import ErrorAnswer, RestError, Throttled, answer_for, is_rest
+from services.auth import Authenticator, Identity, RateLimiter, RejectedToken
 from services.dedup import Deduper
-from services.snowpipe import METADATA_STORE_DOWN, RestError, SnowpipeService, caller_of, router
+from services.query import Result
+from services.snowpipe import SnowpipeService, caller_of, router
 from services.sql import SqlExecutor
 
 log = logging.getLogger("floe.api")
@@ -48,7 +52,6 @@ PUBLIC_PATHS = frozenset({"/health", "/metrics", "/docs", "/docs/oauth2-redirect
 """Paths served without a token (and without a body)."""
 MAX_HEAD_BYTES = 32 * 1024
 """Largest request line plus headers uvicorn's httptools parser is fed; a JWT is under 1 KiB."""
-_SQL_STATES = {401: "08001", 408: "08001", 413: "54000", 429: "53400", 503: "08001"}
 
 
 class SqlRequest(BaseModel):
@@ -111,13 +114,6 @@ def _log_profile(stats: dict[str, Any]) -> None:
     )
 
 
-def error_body(path: str, status: int, code: str, message: str) -> dict[str, Any]:
-    """An error in the format of the route at ``path``: Snowpipe's under /v1/, the SQL endpoint's else."""
-    if path.startswith("/v1/"):
-        return {"code": code, "success": False, "message": message, "data": None}
-    return {"success": False, "code": code, "sqlState": _SQL_STATES.get(status, "42000"), "message": message}
-
-
 def client_key(scope: Scope) -> str:
     """Whom the failed-login limit counts: the client address, an IPv6 client by its /64."""
     client = scope.get("client")
@@ -169,36 +165,19 @@ class Gate:
                 token_type = value.decode("latin-1")
             elif name == b"content-length":
                 length = value
-        identity = self.authenticator.admit_cached(authorization, token_type)
-        if identity is None:
-            address = client_key(scope)
-            wait = self.failed_logins.peek(address)
-            if wait is not None:
-                message = (
-                    f"Too many failed authentications from {address}; retry in {wait:.1f} s "
-                    "with a valid key-pair JWT."
-                )
-                await _answer(send, path, 429, "390429", message, retry_after=wait)
-                return
-            try:
-                identity = await run_in_threadpool(self.authenticator.admit, authorization, token_type)
-            except AuthenticationFailed as exc:
-                if isinstance(exc, RejectedToken):
-                    self.failed_logins.retry_after(address)
-                await _answer(send, path, 401, exc.code, exc.message)
-                return
-            except redis.RedisError as exc:
-                log.warning("authentication needs the metadata store, which failed: %s", type(exc).__name__)
-                await _answer(send, path, 503, "390503", METADATA_STORE_DOWN)
-                return
+        try:
+            identity = await self._admit(scope, authorization, token_type)
+        except (AuthenticationFailed, Throttled, redis.RedisError) as exc:
+            await _send(send, answer_for(exc, path))
+            return
         scope.setdefault("state", {})["identity"] = identity
         if length is not None:
             declared = int(length) if length.isdigit() else -1
             if declared < 0:
-                await _answer(send, path, 400, "390400", "Content-Length must be a non-negative integer.")
+                await _refuse(send, path, 400, "390400", "Content-Length must be a non-negative integer.")
                 return
             if declared > self.max_body:
-                await _answer(send, path, 413, "390413", self._too_large())
+                await _refuse(send, path, 413, "390413", self._too_large())
                 return
         body = await self._read(scope, receive, send, path)
         if body is None:
@@ -213,6 +192,25 @@ class Gate:
             return {"type": "http.request", "body": body, "more_body": False}
 
         await self.app(scope, replay, send)
+
+    async def _admit(self, scope: Scope, authorization: str | None, token_type: str | None) -> Identity:
+        """The caller's identity; Throttled while its address has failed too often."""
+        identity = self.authenticator.admit_cached(authorization, token_type)
+        if identity is not None:
+            return identity
+        address = client_key(scope)
+        wait = self.failed_logins.peek(address)
+        if wait is not None:
+            message = (
+                f"Too many failed authentications from {address}; retry in {wait:.1f} s "
+                "with a valid key-pair JWT."
+            )
+            raise Throttled(message, wait)
+        try:
+            return await run_in_threadpool(self.authenticator.admit, authorization, token_type)
+        except RejectedToken:
+            self.failed_logins.retry_after(address)
+            raise
 
     def _too_large(self) -> str:
         return (
@@ -233,7 +231,7 @@ class Gate:
                     chunk = message.get("body", b"")
                     size += len(chunk)
                     if size > self.max_body:
-                        await _answer(send, path, 413, "390413", self._too_large())
+                        await _refuse(send, path, 413, "390413", self._too_large())
                         return None
                     chunks.append(chunk)
                     if not message.get("more_body", False):
@@ -243,19 +241,21 @@ class Gate:
                 f"The request body did not arrive within {self.body_timeout_s:g} s (api.body_timeout_s); "
                 "send it at once, or check the network between the client and the API."
             )
-            await _answer(send, path, 408, "390408", message_text)
+            await _refuse(send, path, 408, "390408", message_text)
             return None
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-async def _answer(
-    send: Send, path: str, status: int, code: str, message: str, retry_after: float | None = None
-) -> None:
-    payload = json.dumps(error_body(path, status, code, message)).encode()
+async def _refuse(send: Send, path: str, status: int, code: str, message: str) -> None:
+    await _send(send, answer_for(RestError(status, code, message), path))
+
+
+async def _send(send: Send, answer: ErrorAnswer) -> None:
+    """An error answer straight through ASGI: the gate answers before any route (or body) exists."""
+    payload = json.dumps(answer.body()).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    if retry_after is not None:
-        headers.append((b"retry-after", str(max(1, round(retry_after + 0.5))).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+    headers += [(name.encode(), value.encode()) for name, value in answer.headers().items()]
+    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
 
 
@@ -279,7 +279,7 @@ def ensure_admin(settings: Settings, catalog: Catalog) -> User:
     return user
 
 
-def create_app(settings: Settings, client: redis.Redis | None = None) -> FastAPI:
+def create_app(settings: Settings, client: redis.Redis[bytes] | None = None) -> FastAPI:
     """Build the app; the settings are passed in, never read here."""
     app = FastAPI(
         title="Floe",
@@ -337,66 +337,30 @@ def create_app(settings: Settings, client: redis.Redis | None = None) -> FastAPI
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()))
         message = f"invalid request: {where}: {first.get('msg', 'malformed')}"
-        if request.url.path.startswith("/v1/"):
-            return RestError(400, "390400", message).response()
-        return JSONResponse(
-            {"success": False, "code": "000904", "sqlState": "42000", "message": message}, 400
-        )
+        code = "390400" if is_rest(request.url.path) else "000904"
+        return answer_for(RestError(400, code, message), request.url.path).response()
 
     @app.post("/api/v1/sql")
     async def sql(request: Request, body: SqlRequest) -> JSONResponse:
         """Run one statement as the token's user; answers columns and rows, or a Snowflake-style error."""
 
-        def run() -> Any:
+        def run() -> Result:
             principal = caller_of(request, authenticator)
             # The administrator is exempt: it can drop everything anyway, and `floe sql`, the
             # harness and the tests run as it; the limit keeps other users from starving the API.
             wait = None if principal.is_admin else sql_limiter.retry_after(principal.user)
             if wait is not None:
-                message = f"Too many statements from user '{principal.user}'; retry in {wait:.2f} s."
-                retry = {"retry-after": str(max(1, round(wait + 0.5)))}
-                return JSONResponse(error_body(request.url.path, 429, "390429", message), 429, retry)
+                raise Throttled(
+                    f"Too many statements from user '{principal.user}'; retry in {wait:.2f} s.", wait
+                )
             return executor.execute(body.sql, principal)
 
         try:
             # Statements get threads of their own, so slow queries cannot take the pool's threads
             # that insertFiles and authentication use.
             result = await anyio.to_thread.run_sync(run, limiter=sql_threads)
-            if isinstance(result, JSONResponse):
-                return result
-        except AuthenticationFailed as exc:
-            return JSONResponse(
-                {"success": False, "code": exc.code, "sqlState": "08001", "message": exc.message}, 401
-            )
-        except PermissionDenied as exc:
-            return JSONResponse(
-                {"success": False, "code": exc.code, "sqlState": exc.sql_state, "message": exc.message}, 403
-            )
-        except SqlError as exc:
-            return JSONResponse(
-                {"success": False, "code": exc.code, "sqlState": exc.sql_state, "message": exc.message}, 422
-            )
-        except FloeError as exc:
-            return JSONResponse(
-                {"success": False, "code": "000603", "sqlState": "XX000", "message": str(exc)}, 500
-            )
-        except redis.RedisError as exc:
-            # Neither the URL nor redis-py's text: either may carry the host, user or password.
-            log.warning("statement failed: the metadata store is unavailable (%s)", type(exc).__name__)
-            return JSONResponse(
-                {"success": False, "code": "000603", "sqlState": "08001", "message": METADATA_STORE_DOWN}, 503
-            )
-        except Exception:
-            log.exception("statement failed unexpectedly")
-            return JSONResponse(
-                {
-                    "success": False,
-                    "code": "000603",
-                    "sqlState": "XX000",
-                    "message": "internal error; see the API log (.floe/logs/api.log) for details",
-                },
-                500,
-            )
+        except Exception as exc:  # noqa: BLE001 -- the HTTP boundary; answer_for logs what is unexpected
+            return answer_for(exc, request.url.path).response()
         if "blobs_total" in result.stats:
             _log_profile(result.stats)
         return JSONResponse(
@@ -407,101 +371,11 @@ def create_app(settings: Settings, client: redis.Redis | None = None) -> FastAPI
 
 
 def bounded_httptools(max_head: int, timeout_s: float) -> type[asyncio.Protocol]:
-    """uvicorn's httptools protocol with bounds that llhttp and httptools lack.
+    """uvicorn's httptools protocol, bounded: a head over ``max_head`` bytes gets 431, one not
+    complete within ``timeout_s`` gets 408 (services/protocol.py says why)."""
+    from services.protocol import BoundedHttpTools  # imports httptools, which is optional
 
-    Neither bounds a request head: httptools grows one header value, and uvicorn the URL and the
-    header list, for as long as the client sends. uvicorn has no timeout for a head either, so
-    idle or dribbling connections would hold ``limit_concurrency`` slots for ever. Here a head
-    over ``max_head`` bytes gets 431, a head (or a first request) not complete ``timeout_s`` after
-    its first byte (or after the connection opened) gets 408, and a body left unread behind an
-    early answer (401, 413) may take at most ``timeout_s`` to drain; each then closes.
-    """
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
-    class BoundedHttpTools(HttpToolsProtocol):
-        """httptools with a bounded request head and bounded waits for a head or a drain."""
-
-        _head_left: int | None = max_head
-        _heads = 0
-        _timer: asyncio.TimerHandle | None = None
-
-        def _arm(self, callback: Any) -> None:
-            self._disarm()
-            self._timer = self.loop.call_later(timeout_s, callback)
-
-        def _disarm(self) -> None:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-
-        def _refuse(self, status: int, reason: str) -> None:
-            if self.transport.is_closing():
-                return
-            if self.cycle is None or self.cycle.response_complete:
-                text = reason.encode()
-                self.transport.write(
-                    b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\n"
-                    b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (status, text, len(text), text)
-                )
-            self.transport.close()
-
-        def _head_timed_out(self) -> None:
-            self._timer = None
-            if self.cycle is not None and not self.cycle.response_complete:
-                self._arm(self._head_timed_out)  # a pipelined head waits for the answer before it
-                return
-            self._refuse(408, "Request Timeout")
-
-        def _drain_timed_out(self) -> None:
-            self._timer = None
-            self.transport.close()
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm(self._head_timed_out)
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
-
-        def data_received(self, data: bytes) -> None:
-            left = self._head_left
-            if left is not None:
-                if self._timer is None:
-                    self._arm(self._head_timed_out)
-                if len(data) > left:
-                    heads = self._heads
-                    super().data_received(data[:left])
-                    if self._heads == heads:
-                        self._refuse(431, "Request Header Fields Too Large")
-                        return
-                    data = data[left:]
-                    if self.transport.is_closing():
-                        return
-                else:
-                    self._head_left = left - len(data)
-            super().data_received(data)
-
-        def on_headers_complete(self) -> None:
-            self._head_left = None
-            self._heads += 1
-            self._disarm()
-            super().on_headers_complete()
-
-        def on_message_complete(self) -> None:
-            self._head_left = max_head
-            self._disarm()
-            drained = self.cycle is not None and self.cycle.response_complete
-            super().on_message_complete()
-            if drained:
-                self._arm(self._head_timed_out)  # uvicorn's keep-alive timer was spent on the drain
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if self._head_left is None and not self.transport.is_closing():
-                self._arm(self._drain_timed_out)  # answered before its body arrived: bound the drain
-
-    return BoundedHttpTools
+    return BoundedHttpTools.limited(max_head, timeout_s)
 
 
 def serve(settings: Settings) -> None:
@@ -520,13 +394,15 @@ def serve(settings: Settings) -> None:
     ready = Readiness(settings, "api")
     app = create_app(settings)
 
-    @app.on_event("startup")
-    async def _ready() -> None:
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         ready.set()
+        try:
+            yield
+        finally:
+            ready.clear()
 
-    @app.on_event("shutdown")
-    async def _unready() -> None:
-        ready.clear()
+    app.router.lifespan_context = lifespan
 
     # uvicorn re-raises the signal it drained on into the handler it found installed; with ours
     # there, a drained stop ends the process with status 0 rather than death by SIGTERM.

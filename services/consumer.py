@@ -16,8 +16,8 @@ from typing import Any
 import redis
 from aiobotocore.session import get_session
 
+from floe.aws import AWS_ERRORS, client_kwargs
 from floe.aws import client as aws_client
-from floe.aws import client_kwargs
 from floe.catalog import Catalog, Pipe
 from floe.errors import TransientError
 from floe.keys import Keys
@@ -33,7 +33,7 @@ log = logging.getLogger("floe.consumer")
 class Consumer:
     """One consumer process; several may run side by side on the same queue."""
 
-    def __init__(self, settings: Settings, client: redis.Redis | None = None) -> None:
+    def __init__(self, settings: Settings, client: redis.Redis[bytes] | None = None) -> None:
         self.settings = settings
         self.redis = client or settings.redis.client()
         self.keys = Keys(settings.redis.prefix)
@@ -121,7 +121,7 @@ class Consumer:
                     VisibilityTimeout=c.visibility_timeout_s,
                     AttributeNames=["ApproximateReceiveCount"],
                 )
-            except Exception as exc:  # a broken connection must not kill the loop
+            except AWS_ERRORS as exc:  # a broken connection must not kill the loop
                 log.warning("receive failed, retrying: %s", exc)
                 await asyncio.sleep(1)
                 continue
@@ -188,7 +188,7 @@ class Consumer:
             try:
                 await sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
                 log.info("extended the visibility of %d in-flight messages by %d s", len(entries), visibility)
-            except Exception as exc:  # best effort: dedup still protects a redelivery
+            except AWS_ERRORS as exc:  # best effort: dedup still protects a redelivery
                 log.warning("could not extend the visibility of in-flight messages: %s", exc)
 
     async def _wait_for_redis(self) -> None:
@@ -206,7 +206,7 @@ class Consumer:
             await sqs.change_message_visibility(
                 QueueUrl=url, ReceiptHandle=msg["ReceiptHandle"], VisibilityTimeout=0
             )
-        except Exception as exc:
+        except AWS_ERRORS as exc:
             log.warning("could not release message %s: %s", msg["MessageId"], exc)
 
     async def _delete(self, sqs: Any, url: str, entries: list[dict[str, str]]) -> None:
@@ -214,7 +214,7 @@ class Consumer:
             resp = await sqs.delete_message_batch(QueueUrl=url, Entries=entries)
             for failed in resp.get("Failed", []):
                 log.warning("delete failed for %s: %s", failed.get("Id"), failed.get("Message"))
-        except Exception as exc:
+        except AWS_ERRORS as exc:
             # Not deleting is safe: the message comes back and dedup skips its files.
             log.warning("delete batch failed: %s", exc)
 

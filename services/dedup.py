@@ -94,7 +94,7 @@ class _StateTemplate:
 class Deduper:
     """Runs the dedup-and-enqueue script."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, retention_seconds: int) -> None:
+    def __init__(self, client: redis.Redis[bytes], keys: Keys, retention_seconds: int) -> None:
         self._r = client
         self._keys = keys
         self._ttl = retention_seconds
@@ -116,13 +116,14 @@ class Deduper:
         return [bool(x) for x in flags]
 
 
-def retire_pipe(client: redis.Redis, keys: Keys, pipe_id: str) -> list[FileRef]:
+def retire_pipe(client: redis.Redis[bytes], keys: Keys, pipe_id: str) -> list[FileRef]:
     """Retire a pipe incarnation (DROP, CREATE OR REPLACE) and return the files still queued for it.
 
     One script sets the retired flag the registrar checks and reads the queue, so every queued file
     is either committed by a batch already in flight or returned here, never both. A second call
     returns nothing.
     """
-    raw = cast(list[list[Any]], client.eval(_RETIRE, 2, keys.retired(pipe_id), keys.queue(pipe_id), now_ms()))
+    retire = client.register_script(_RETIRE)
+    raw = cast(list[list[Any]], retire(keys=[keys.retired(pipe_id), keys.queue(pipe_id)], args=[now_ms()]))
     entries = [QueueEntry.from_flat(e) for e in raw]
     return [FileRef(e.path, e.size) for e in entries]

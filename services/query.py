@@ -35,7 +35,7 @@ from floe.blobs import BlobCrypto, crypto_from_settings, read_blob
 from floe.catalog import Catalog, Column, Pipe, Table
 from floe.catalog.ddl import Defaults, qualify, qualify_table
 from floe.errors import CompilationError, ObjectNotFound, SqlError
-from floe.history import COPY_HISTORY_STATUS, FileState, read_states
+from floe.history import COPY_HISTORY_STATUS, FileState, iso_utc, read_states
 from floe.keys import Keys
 from floe.records import QueueEntry
 from floe.settings import Settings
@@ -190,6 +190,20 @@ def _column(node: exp.Expr, source: exp.Table, table: Table, shadowed: set[str])
         return None
 
 
+def _string_literal(text: str, kind: str) -> Any:
+    """A string literal as a ``kind`` column's value, or None unless it is one exactly."""
+    if kind == "VARCHAR":
+        return text
+    if kind == "DATE" and _DATE_TEXT.fullmatch(text):
+        return dt.date.fromisoformat(text)
+    if kind == "TIMESTAMP_NTZ" and _NTZ_TEXT.fullmatch(text):
+        return dt.datetime.fromisoformat(text)
+    if kind == "TIMESTAMP_TZ" and _TZ_TEXT.fullmatch(text):
+        value = dt.datetime.fromisoformat(text)
+        return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value
+    return None
+
+
 def _literal(node: exp.Expr, column: Column) -> Any:
     """``node`` as the value DuckDB compares ``column`` with, or None unless that is certain.
 
@@ -215,18 +229,7 @@ def _literal(node: exp.Expr, column: Column) -> Any:
     text = str(node.this)
     try:
         if node.is_string:
-            if negative:
-                return None
-            if kind == "VARCHAR":
-                return text
-            if kind == "DATE" and _DATE_TEXT.fullmatch(text):
-                return dt.date.fromisoformat(text)
-            if kind == "TIMESTAMP_NTZ" and _NTZ_TEXT.fullmatch(text):
-                return dt.datetime.fromisoformat(text)
-            if kind == "TIMESTAMP_TZ" and _TZ_TEXT.fullmatch(text):
-                value = dt.datetime.fromisoformat(text)
-                return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value
-            return None
+            return None if negative else _string_literal(text, kind)
         if kind == "NUMBER" and _PLAIN_NUMBER.fullmatch(text):
             if sum(c.isdigit() for c in text) > _MAX_EXACT_DIGITS:
                 return None
@@ -637,7 +640,7 @@ class QueryEngine:
     """Runs SELECT statements."""
 
     def __init__(
-        self, settings: Settings, client: redis.Redis, catalog: Catalog, queue_arn: Callable[[], str]
+        self, settings: Settings, client: redis.Redis[bytes], catalog: Catalog, queue_arn: Callable[[], str]
     ):
         self.settings = settings
         self.redis = client
@@ -661,7 +664,7 @@ class QueryEngine:
         """Committed blobs of a table, across every pipe that ever loaded it."""
         blobs: list[dict[str, Any]] = []
         for pipe_id in self.catalog.segments(table):
-            raw = cast(dict[bytes, bytes], self.redis.hgetall(self.keys.blobs(pipe_id)))
+            raw = self.redis.hgetall(self.keys.blobs(pipe_id))
             blobs.extend(json.loads(v) for _, v in sorted(raw.items()))
         return blobs
 
@@ -718,11 +721,8 @@ class QueryEngine:
         """SYSTEM$PIPE_STATUS JSON."""
         pipe = self.catalog.get(Pipe, str(qualify(name, self.defaults)))
         queue = self.keys.queue(pipe.id)
-        pending = int(cast(int, self.redis.xlen(queue)))
-        status = {
-            k.decode(): v.decode()
-            for k, v in cast(dict[bytes, bytes], self.redis.hgetall(self.keys.status(pipe.id))).items()
-        }
+        pending = int(self.redis.xlen(queue))
+        status = {k.decode(): v.decode() for k, v in self.redis.hgetall(self.keys.status(pipe.id)).items()}
         table = self.catalog.find(Table, pipe.copy_spec.table)
         state = "PAUSED" if pipe.paused else "RUNNING"
         if table is None or table.id != pipe.table_id:
@@ -733,9 +733,9 @@ class QueryEngine:
             if first:
                 oldest = QueueEntry.from_stream(*first[0])
                 out["oldestPendingFilePath"] = oldest.path
-                out["oldestFileTimestamp"] = _iso(oldest.received_ms)
+                out["oldestFileTimestamp"] = iso_utc(oldest.received_ms)
         if "lastIngestedTimestamp" in status:
-            out["lastIngestedTimestamp"] = _iso(int(status["lastIngestedTimestamp"]))
+            out["lastIngestedTimestamp"] = iso_utc(int(status["lastIngestedTimestamp"]))
             out["lastIngestedFilePath"] = status["lastIngestedFilePath"]
         if pipe.auto_ingest:
             out["notificationChannelName"] = self._queue_arn()
@@ -869,12 +869,4 @@ def _duck_message(exc: Exception) -> str:
     text = str(exc).split("\n")[0]
     return text.replace("Binder Error: ", "SQL compilation error: ").replace(
         "Parser Error: ", "syntax error: "
-    )
-
-
-def _iso(ms: int) -> str:
-    return (
-        dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
     )

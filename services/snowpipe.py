@@ -22,10 +22,11 @@ from fastapi.responses import JSONResponse
 
 from floe.catalog import Catalog, Pipe, now_ms
 from floe.catalog.ddl import Defaults, qualify
-from floe.errors import AuthenticationFailed, FloeError, PermissionDenied
-from floe.history import FileState, read_states, states_of
+from floe.errors import AuthenticationFailed, FloeError
+from floe.history import FileState, iso_utc, read_states, states_of
 from floe.keys import Keys
 from floe.records import QueueEntry
+from services.answers import RestError, Throttled, answer_for
 from services.auth import Authenticator, Identity, Principal, RateLimiter, require_pipe_privilege
 from services.dedup import Deduper, FileRef
 
@@ -39,24 +40,6 @@ REPORT_LIMIT = 10_000
 """Entries one insertReport or loadHistoryScan answer holds."""
 REPORT_WINDOW_MS = 10 * 60 * 1000
 """insertReport covers events of the last ten minutes."""
-METADATA_STORE_DOWN = (
-    "The metadata store (Redis) is unavailable; retry the request. Is the stack up? Try `make up`."
-)
-"""The 503 text; never the Redis URL (it may hold a password) nor redis-py's error text."""
-
-
-class RestError(FloeError):
-    """A Snowpipe REST error: an HTTP status and Snowflake's body {code, success, message, data}."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        self.status = status
-        self.code = code
-        super().__init__(message)
-
-    def response(self) -> JSONResponse:
-        """The error as Snowflake shapes it."""
-        body = {"code": self.code, "success": False, "message": self.message, "data": None}
-        return JSONResponse(body, self.status)
 
 
 def _bad_request(message: str) -> RestError:
@@ -77,56 +60,58 @@ def parse_insert_files(content_type: str | None, body: bytes) -> list[FileRef]:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise _bad_request("The request body is not valid UTF-8.") from None
-    raw: list[tuple[object, object]] = []
-    if media == "text/plain":
-        raw = [(line.strip("\r"), None) for line in text.split("\n") if line.strip()]
-    else:
-        try:
-            doc = json.loads(text)
-        except (ValueError, RecursionError):
-            raise _bad_request('The request body is not valid JSON: expected {"files": [...]}.') from None
-        files = doc.get("files") if isinstance(doc, dict) else None
-        if not isinstance(files, list):
-            raise _bad_request('The request body must be a JSON object with a "files" array.')
-        for i, item in enumerate(files):
-            if not isinstance(item, dict):
-                raise _bad_request(f'files[{i}] must be an object like {{"path": "a.csv", "size": 10}}.')
-            raw.append((item.get("path"), item.get("size")))
+    raw = _listed(text) if media == "text/plain" else _json_files(text)
     if not raw:
         raise _bad_request("The request names no files.")
     if len(raw) > MAX_FILES:
         raise _bad_request(f"The request names {len(raw)} files; at most {MAX_FILES} are allowed per call.")
-    out: list[FileRef] = []
-    for i, (path, size) in enumerate(raw):
-        if not isinstance(path, str) or not path.strip():
-            raise _bad_request(f"files[{i}].path must be a non-empty string.")
-        try:
-            n = len(path.encode("utf-8"))
-        except UnicodeEncodeError:
-            raise _bad_request(f"files[{i}].path is not valid UTF-8.") from None
-        if n > MAX_PATH_BYTES:
-            raise _bad_request(
-                f"files[{i}].path is {n} bytes long; the limit is {MAX_PATH_BYTES} UTF-8 bytes."
-            )
-        if "\x00" in path:
-            raise _bad_request(f"files[{i}].path contains a NUL character.")
-        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
-            raise _bad_request(f"files[{i}].size must be a non-negative integer or null.")
-        relative = path.lstrip("/")
-        if not relative.strip():
-            raise _bad_request(f"files[{i}].path names no file: '{path[:40]}'.")
-        out.append(FileRef(relative, cast(int | None, size)))
-    return out
+    return [_file_ref(i, path, size) for i, (path, size) in enumerate(raw)]
+
+
+def _listed(text: str) -> list[tuple[object, object]]:
+    """A text/plain body: one path per line, no sizes."""
+    return [(line.strip("\r"), None) for line in text.split("\n") if line.strip()]
+
+
+def _json_files(text: str) -> list[tuple[object, object]]:
+    """A JSON body's (path, size) pairs, unchecked."""
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        raise _bad_request('The request body is not valid JSON: expected {"files": [...]}.') from None
+    files = doc.get("files") if isinstance(doc, dict) else None
+    if not isinstance(files, list):
+        raise _bad_request('The request body must be a JSON object with a "files" array.')
+    raw: list[tuple[object, object]] = []
+    for i, item in enumerate(files):
+        if not isinstance(item, dict):
+            raise _bad_request(f'files[{i}] must be an object like {{"path": "a.csv", "size": 10}}.')
+        raw.append((item.get("path"), item.get("size")))
+    return raw
+
+
+def _file_ref(i: int, path: object, size: object) -> FileRef:
+    """The ``i``th named file, checked: a non-empty UTF-8 path within the limit, a size or null."""
+    if not isinstance(path, str) or not path.strip():
+        raise _bad_request(f"files[{i}].path must be a non-empty string.")
+    try:
+        n = len(path.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise _bad_request(f"files[{i}].path is not valid UTF-8.") from None
+    if n > MAX_PATH_BYTES:
+        raise _bad_request(f"files[{i}].path is {n} bytes long; the limit is {MAX_PATH_BYTES} UTF-8 bytes.")
+    if "\x00" in path:
+        raise _bad_request(f"files[{i}].path contains a NUL character.")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+        raise _bad_request(f"files[{i}].size must be a non-negative integer or null.")
+    relative = path.lstrip("/")
+    if not relative.strip():
+        raise _bad_request(f"files[{i}].path names no file: '{path[:40]}'.")
+    return FileRef(relative, size)
 
 
 def _iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return (
-        dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
+    return None if ms is None else iso_utc(ms)
 
 
 def _parse_time(value: str | None, name: str) -> int | None:
@@ -167,7 +152,7 @@ def file_entry(state: FileState) -> dict[str, Any]:
 class SnowpipeService:
     """The work behind the endpoints, on plain values (the router adapts HTTP to it)."""
 
-    client: redis.Redis
+    client: redis.Redis[bytes]
     keys: Keys
     catalog: Catalog
     deduper: Deduper
@@ -247,7 +232,7 @@ class SnowpipeService:
             "completeResult": complete,
             "nextBeginMark": mark,
             "files": files,
-            "statistics": {"activeFilesCount": int(cast(int, self.client.xlen(self.keys.queue(pipe.id))))},
+            "statistics": {"activeFilesCount": int(self.client.xlen(self.keys.queue(pipe.id)))},
         }
 
     def load_history_scan(self, pipe: Pipe, start: str | None, end: str | None) -> dict[str, Any]:
@@ -290,9 +275,7 @@ def router(service: SnowpipeService, authenticator: Authenticator, limiter: Rate
         principal = caller_of(request, authenticator)
         wait = limiter.retry_after(principal.user)
         if wait is not None:
-            raise RestError(
-                429, "390429", f"Too many requests from user '{principal.user}'; retry in {wait:.2f} s."
-            )
+            raise Throttled(f"Too many requests from user '{principal.user}'; retry in {wait:.2f} s.", wait)
         return principal
 
     def pinned(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -302,15 +285,8 @@ def router(service: SnowpipeService, authenticator: Authenticator, limiter: Rate
     async def answer(request: Request, work: Callable[[], dict[str, Any]]) -> JSONResponse:
         try:
             body = await run_in_threadpool(pinned, work)
-        except RestError as exc:
-            return exc.response()
-        except AuthenticationFailed as exc:
-            return RestError(401, exc.code, exc.message).response()
-        except PermissionDenied as exc:
-            return RestError(403, "390403", exc.message).response()
-        except redis.RedisError:
-            log.exception("metadata store unavailable")
-            return RestError(503, "390503", METADATA_STORE_DOWN).response()
+        except Exception as exc:  # noqa: BLE001 -- the HTTP boundary; answer_for logs what is unexpected
+            return answer_for(exc, request.url.path).response()
         request_id = request.query_params.get("requestId")
         return JSONResponse({"requestId": request_id, **body} if request_id is not None else body)
 

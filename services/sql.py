@@ -123,7 +123,7 @@ USER_GRANT_COLUMNS = ["created_on", "role", "granted_to", "grantee_name"]
 class SqlExecutor:
     """One instance per API process."""
 
-    def __init__(self, settings: Settings, client: redis.Redis) -> None:
+    def __init__(self, settings: Settings, client: redis.Redis[bytes]) -> None:
         self.settings = settings
         self.redis = client
         self.keys = Keys(settings.redis.prefix)

@@ -47,7 +47,7 @@ def services(base_settings: Settings) -> Iterator[Settings]:
 
 
 @pytest.fixture(scope="session")
-def redis_client(services: Settings) -> redis.Redis:
+def redis_client(services: Settings) -> redis.Redis[bytes]:
     """A client of the test Redis."""
     return services.redis.client()
 
@@ -120,15 +120,15 @@ class Stack:
         command = command or name
         ready = Path(self.settings.state_dir) / "run" / f"{command}.ready"
         ready.unlink(missing_ok=True)
-        log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - the process owns it
-        proc = subprocess.Popen(
-            [str(VENV_BIN / "floe"), command],
-            cwd=ROOT,
-            env={**self.env, **(env or {})},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # a kill of the group takes the JVM and Python workers too
-        )
+        with open(self.logs / f"{name}.log", "ab") as log:  # the child keeps its own descriptor
+            proc = subprocess.Popen(
+                [str(VENV_BIN / "floe"), command],
+                cwd=ROOT,
+                env={**self.env, **(env or {})},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a kill of the group takes the JVM and Python workers too
+            )
         self.procs[name] = proc
         deadline = time.monotonic() + timeout
         while not ready.exists():

@@ -271,49 +271,10 @@ def parse_copy(sql: str, defaults: Defaults) -> dict[str, object]:
         raise CompilationError(f"syntax error in COPY INTO: {exc}") from exc
     if not isinstance(node, exp.Copy):
         raise CompilationError("a pipe must be defined AS COPY INTO <table> FROM ...")
-    target = node.this
-    columns: list[str] | None = None
-    if isinstance(target, exp.Schema):
-        columns = [i.name if i.quoted else i.name.upper() for i in target.expressions]
-        target = target.this
-    table = qualify_table(target, defaults)
-    files = node.args.get("files") or []
-    if len(files) != 1:
-        raise CompilationError("COPY INTO must read FROM exactly one stage")
-    source = files[0]
-    select: list[str] | None = None
-    if isinstance(source, exp.Subquery):
-        query = source.this
-        if not isinstance(query, exp.Select):
-            raise CompilationError("the COPY transform must be a simple SELECT")
-        for clause in ("where", "group", "order", "limit", "joins", "having", "distinct"):
-            if query.args.get(clause):
-                raise CompilationError(f"{clause.upper()} is not supported in a COPY transform")
-        select = [(e.this if isinstance(e, exp.Alias) else e).sql("snowflake") for e in query.expressions]
-        from_ = query.args.get("from_") or query.args.get("from")
-        source = from_.this if from_ is not None else None
-    if not isinstance(source, exp.Table) or not str(source.this.name if source.this else "").startswith("@"):
-        raise CompilationError("COPY INTO must read FROM @stage or FROM (SELECT ... FROM @stage)")
+    table, columns = _copy_target(node, defaults)
+    select, source = _copy_source(node)
     stage, path = _parse_stage_ref(source.this.name, defaults)
-    file_format: dict[str, object] = {}
-    on_error: OnError = "SKIP_FILE"
-    limit = 0.0
-    pattern: str | None = None
-    for param in node.args.get("params") or []:
-        key = param.name.upper()
-        if key == "FILE_FORMAT":
-            file_format = format_options(param.expressions)
-        elif key == "ON_ERROR":
-            on_error, limit = parse_on_error(str(_value(param.args.get("expression"))))
-        elif key == "PATTERN":
-            pattern = str(_value(param.args.get("expression")))
-            compile_pattern(pattern)  # refuses what RE2 cannot run, saying what to change
-        elif key in ("FILES", "SIZE_LIMIT", "PURGE", "FORCE", "RETURN_FAILED_ONLY", "VALIDATION_MODE"):
-            raise CompilationError(f"COPY option {key} is not allowed in a pipe definition")
-        elif key in ("MATCH_BY_COLUMN_NAME", "TRUNCATECOLUMNS", "ENFORCE_LENGTH"):
-            raise CompilationError(f"COPY option {key} is not supported by Floe yet")
-        else:
-            raise CompilationError(f"invalid COPY option '{key}'")
+    options = _copy_options(node)
     if select is not None and columns is not None and len(columns) != len(select):
         raise CompilationError(
             f"Insert value list does not match column list expecting {len(columns)} but got {len(select)}"
@@ -324,12 +285,91 @@ def parse_copy(sql: str, defaults: Defaults) -> dict[str, object]:
         "select": select,
         "stage": stage,
         "path": path,
-        "file_format": file_format,
-        "on_error": on_error,
-        "on_error_limit": limit,
-        "pattern": pattern,
+        "file_format": options.file_format,
+        "on_error": options.on_error,
+        "on_error_limit": options.on_error_limit,
+        "pattern": options.pattern,
         "copy_sql": sql.strip().rstrip(";"),
     }
+
+
+def _copy_target(node: exp.Copy, defaults: Defaults) -> tuple[Name, list[str] | None]:
+    """The table COPY INTO loads, and its column list when one is given."""
+    target = node.this
+    columns: list[str] | None = None
+    if isinstance(target, exp.Schema):
+        columns = [i.name if i.quoted else i.name.upper() for i in target.expressions]
+        target = target.this
+    return qualify_table(target, defaults), columns
+
+
+def _copy_source(node: exp.Copy) -> tuple[list[str] | None, exp.Table]:
+    """The stage table COPY reads FROM, and the transform's SELECT list when it reads through one."""
+    files = node.args.get("files") or []
+    if len(files) != 1:
+        raise CompilationError("COPY INTO must read FROM exactly one stage")
+    source = files[0]
+    select: list[str] | None = None
+    if isinstance(source, exp.Subquery):
+        select, source = _copy_transform(source)
+    if not isinstance(source, exp.Table) or not str(source.this.name if source.this else "").startswith("@"):
+        raise CompilationError("COPY INTO must read FROM @stage or FROM (SELECT ... FROM @stage)")
+    return select, source
+
+
+def _copy_transform(subquery: exp.Subquery) -> tuple[list[str], exp.Expr | None]:
+    """A COPY transform's SELECT list as Snowflake SQL, and what it selects FROM."""
+    query = subquery.this
+    if not isinstance(query, exp.Select):
+        raise CompilationError("the COPY transform must be a simple SELECT")
+    for clause in ("where", "group", "order", "limit", "joins", "having", "distinct"):
+        if query.args.get(clause):
+            raise CompilationError(f"{clause.upper()} is not supported in a COPY transform")
+    select = [(e.this if isinstance(e, exp.Alias) else e).sql("snowflake") for e in query.expressions]
+    from_ = query.args.get("from_") or query.args.get("from")
+    return select, from_.this if from_ is not None else None
+
+
+@dataclass
+class _CopyOptions:
+    """The COPY options a pipe keeps, with Snowpipe's defaults (ON_ERROR = SKIP_FILE)."""
+
+    file_format: dict[str, object]
+    on_error: OnError = "SKIP_FILE"
+    on_error_limit: float = 0.0
+    pattern: str | None = None
+
+
+_NOT_IN_PIPES = ("FILES", "SIZE_LIMIT", "PURGE", "FORCE", "RETURN_FAILED_ONLY", "VALIDATION_MODE")
+_NOT_YET = ("MATCH_BY_COLUMN_NAME", "TRUNCATECOLUMNS", "ENFORCE_LENGTH")
+
+
+def _copy_options(node: exp.Copy) -> _CopyOptions:
+    """FILE_FORMAT, ON_ERROR and PATTERN, in the order written (a repeated option: the last wins)."""
+    options = _CopyOptions(file_format={})
+    for param in node.args.get("params") or []:
+        key = param.name.upper()
+        if key == "FILE_FORMAT":
+            options.file_format = format_options(param.expressions)
+        elif key == "ON_ERROR":
+            options.on_error, options.on_error_limit = parse_on_error(
+                str(_value(param.args.get("expression")))
+            )
+        elif key == "PATTERN":
+            options.pattern = str(_value(param.args.get("expression")))
+            compile_pattern(options.pattern)  # refuses what RE2 cannot run, saying what to change
+        else:
+            raise _refused_copy_option(key)
+    return options
+
+
+def _refused_copy_option(key: str) -> CompilationError:
+    """Why COPY option ``key`` is refused: a pipe never takes it, Floe lacks it, or it is unknown."""
+    if key in _NOT_IN_PIPES:
+        return CompilationError(f"COPY option {key} is not allowed in a pipe definition")
+    if key in _NOT_YET:
+        return CompilationError(f"COPY option {key} is not supported by Floe yet")
+    return CompilationError(f"invalid COPY option '{key}'")
 
 
 def _parse_pipe(text: str, m: re.Match[str], defaults: Defaults) -> CreatePipe:
@@ -368,46 +408,53 @@ def _parse_create(node: exp.Create, defaults: Defaults) -> Statement:
     replace = bool(node.args.get("replace"))
     ine = bool(node.args.get("exists"))
     if kind == "TABLE":
-        schema = node.this
-        if not isinstance(schema, exp.Schema):
-            raise CompilationError("CREATE TABLE needs a column list (CTAS and LIKE are not supported)")
-        cols: list[Column] = []
-        for cdef in schema.expressions:
-            if not isinstance(cdef, exp.ColumnDef):
-                raise CompilationError(f"unsupported table element: {cdef.sql('snowflake')}")
-            dtype = cdef.args.get("kind")
-            if dtype is None:
-                raise CompilationError(f"column {cdef.name} needs a type")
-            ctype, precision, scale = parse_column_type(dtype)
-            not_null = any(
-                isinstance(c.args.get("kind"), exp.NotNullColumnConstraint) for c in cdef.constraints
-            )
-            ident = cdef.this
-            name = ident.name if getattr(ident, "quoted", False) else ident.name.upper()
-            cols.append(
-                Column(name=name, type=ctype, precision=precision, scale=scale, nullable=not not_null)
-            )
-        if len({c.name for c in cols}) != len(cols):
-            raise CompilationError("duplicate column name in CREATE TABLE")
-        return CreateTable(qualify_table(schema.this, defaults), cols, replace, ine)
+        return _parse_create_table(node, defaults, replace, ine)
     if kind == "STAGE":
-        url = ""
-        fmt: dict[str, object] = {}
-        for prop in node.args["properties"].expressions if node.args.get("properties") else []:
-            if isinstance(prop, exp.FileFormatProperty):
-                fmt = format_options(prop.expressions)
-            elif isinstance(prop, exp.Property) and prop.name.upper() == "URL":
-                url = str(_value(prop.args.get("value")))
-            elif isinstance(prop, exp.Property) and prop.name.upper() in ("COMMENT", "CREDENTIALS"):
-                continue
-            else:
-                raise CompilationError(f"unsupported stage property: {prop.sql('snowflake')}")
-        if not url.lower().startswith("s3://"):
-            raise CompilationError(
-                "only external stages are supported: CREATE STAGE s URL = 's3://bucket/prefix/'"
-            )
-        return CreateStage(qualify_table(node.this, defaults), url, fmt, replace, ine)
+        return _parse_create_stage(node, defaults, replace, ine)
     raise CompilationError(f"CREATE {kind} is not supported")
+
+
+def _parse_create_table(node: exp.Create, defaults: Defaults, replace: bool, ine: bool) -> CreateTable:
+    schema = node.this
+    if not isinstance(schema, exp.Schema):
+        raise CompilationError("CREATE TABLE needs a column list (CTAS and LIKE are not supported)")
+    cols = [_column(cdef) for cdef in schema.expressions]
+    if len({c.name for c in cols}) != len(cols):
+        raise CompilationError("duplicate column name in CREATE TABLE")
+    return CreateTable(qualify_table(schema.this, defaults), cols, replace, ine)
+
+
+def _column(cdef: exp.Expr) -> Column:
+    """One column definition of CREATE TABLE."""
+    if not isinstance(cdef, exp.ColumnDef):
+        raise CompilationError(f"unsupported table element: {cdef.sql('snowflake')}")
+    dtype = cdef.args.get("kind")
+    if dtype is None:
+        raise CompilationError(f"column {cdef.name} needs a type")
+    ctype, precision, scale = parse_column_type(dtype)
+    not_null = any(isinstance(c.args.get("kind"), exp.NotNullColumnConstraint) for c in cdef.constraints)
+    ident = cdef.this
+    name = ident.name if getattr(ident, "quoted", False) else ident.name.upper()
+    return Column(name=name, type=ctype, precision=precision, scale=scale, nullable=not not_null)
+
+
+def _parse_create_stage(node: exp.Create, defaults: Defaults, replace: bool, ine: bool) -> CreateStage:
+    url = ""
+    fmt: dict[str, object] = {}
+    for prop in node.args["properties"].expressions if node.args.get("properties") else []:
+        if isinstance(prop, exp.FileFormatProperty):
+            fmt = format_options(prop.expressions)
+            continue
+        name = prop.name.upper() if isinstance(prop, exp.Property) else None
+        if name == "URL":
+            url = str(_value(prop.args.get("value")))
+        elif name not in ("COMMENT", "CREDENTIALS"):
+            raise CompilationError(f"unsupported stage property: {prop.sql('snowflake')}")
+    if not url.lower().startswith("s3://"):
+        raise CompilationError(
+            "only external stages are supported: CREATE STAGE s URL = 's3://bucket/prefix/'"
+        )
+    return CreateStage(qualify_table(node.this, defaults), url, fmt, replace, ine)
 
 
 def parse(sql: str, defaults: Defaults | None = None) -> Statement:

@@ -33,7 +33,7 @@ def now_ms() -> int:
 class Catalog:
     """Read and write catalog objects. Readers cache by the catalog version counter."""
 
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+    def __init__(self, client: redis.Redis[bytes], keys: Keys) -> None:
         self._r = client
         self._keys = keys
         self._cache: dict[str, tuple[int, dict[str, CatalogObject]]] = {}
@@ -44,7 +44,7 @@ class Catalog:
         pinned = getattr(self._pins, "version", None)
         if pinned is not None:
             return int(pinned)
-        return int(cast(bytes | None, self._r.get(self._keys.catalog_version())) or 0)
+        return int(self._r.get(self._keys.catalog_version()) or 0)
 
     @contextmanager
     def pinned(self) -> Iterator[None]:
@@ -67,7 +67,7 @@ class Catalog:
         cached = self._cache.get(kind)
         if cached and cached[0] == version:
             return cast(dict[str, M], cached[1])
-        raw = cast(dict[bytes, bytes], self._r.hgetall(self._keys.objects(kind)))
+        raw = self._r.hgetall(self._keys.objects(kind))
         objs = {k.decode(): model.model_validate_json(v) for k, v in raw.items()}
         self._cache[kind] = (version, cast(dict[str, CatalogObject], objs))
         return objs
@@ -109,7 +109,7 @@ class Catalog:
 
     def segments(self, table: Table) -> list[str]:
         """Pipe ids whose committed blobs belong to this table."""
-        members = cast(set[bytes], self._r.smembers(self._keys.table_segments(table.id)))
+        members = self._r.smembers(self._keys.table_segments(table.id))
         return sorted(m.decode() for m in members)
 
     def pipes_for_table(self, table: Table) -> list[Pipe]:

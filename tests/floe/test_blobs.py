@@ -143,7 +143,7 @@ def test_concurrent_reads_never_share_a_key_client(
                 read_blob(local, str(tmp_path / f"c{i}"), crypto, name=names[i])
                 with lock:
                     reads[0] += 1
-        except BaseException as exc:  # collected and asserted below
+        except BaseException as exc:  # noqa: BLE001 -- collected and asserted below
             errors.append(exc)
 
     threads = [threading.Thread(target=reader, args=(t,)) for t in range(4)]

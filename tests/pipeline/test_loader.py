@@ -374,7 +374,7 @@ def run_task(
 
 
 def _kib(field_name: str) -> int:
-    status = open("/proc/self/status").read()  # noqa: SIM115 - read at once
+    status = Path("/proc/self/status").read_text()
     match = re.search(rf"^{field_name}:\s+(\d+) kB", status, re.M)
     assert match, f"no {field_name} in /proc/self/status"
     return int(match.group(1))

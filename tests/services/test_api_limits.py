@@ -22,12 +22,13 @@ import redis
 import uvicorn
 from starlette.types import ASGIApp
 
+from bench.harness import free_port
 from floe.keypair import new_private_key
 from floe.settings import Settings
+from services.answers import METADATA_STORE_DOWN
 from services.api import MAX_HEAD_BYTES, bounded_httptools
 from services.auth import NO_MATCHING_KEY, Authenticator, RateLimiter
-from services.snowpipe import METADATA_STORE_DOWN
-from tests.conftest import free_port, wait_until
+from tests.conftest import wait_until
 from tests.services.test_snowpipe import Api, bearer, make_api, token
 
 pytestmark = pytest.mark.integration
@@ -95,7 +96,7 @@ def post(
 
 
 @pytest.fixture
-def small(isolated_settings: Settings, redis_client: redis.Redis) -> Iterator[Api]:
+def small(isolated_settings: Settings, redis_client: redis.Redis[bytes]) -> Iterator[Api]:
     """An app that takes bodies up to 256 KiB, waits 0.5 s for one, and forgives 3 failed logins."""
     settings = tuned(
         isolated_settings,
@@ -103,7 +104,7 @@ def small(isolated_settings: Settings, redis_client: redis.Redis) -> Iterator[Ap
         auth={"failed_auth_per_s": 0.001, "failed_auth_burst": 3},
     )
     built = make_api(settings, redis_client)
-    with built.client:
+    with built:
         yield built
 
 
@@ -247,27 +248,27 @@ def test_failed_logins_from_one_address_get_429(small: Api) -> None:
 
 
 def test_the_sql_endpoint_has_a_rate_limit_per_user(
-    isolated_settings: Settings, redis_client: redis.Redis
+    isolated_settings: Settings, redis_client: redis.Redis[bytes]
 ) -> None:
-    api = make_api(
+    with make_api(
         tuned(isolated_settings, auth={"sql_rate_limit_per_s": 0.001, "sql_rate_limit_burst": 3}),
         redis_client,
-    )
-    loader = bearer(token("LOADER_U", api.keys["LOADER_U"]))
-    statuses = [
-        api.client.post("/api/v1/sql", json={"sql": "SHOW PIPES"}, headers=loader).status_code
-        for _ in range(4)
-    ]
-    assert statuses == [200, 200, 200, 429]
-    resp = api.client.post("/api/v1/sql", json={"sql": "SHOW PIPES"}, headers=loader)
-    assert resp.status_code == 429 and set(resp.json()) == SQL_ERROR
-    assert "Too many statements from user 'LOADER_U'" in resp.json()["message"]
-    assert int(resp.headers["retry-after"]) >= 1
-    for _ in range(5):  # the administrator is exempt
-        assert api.sql("SHOW PIPES") is not None
-    watcher = bearer(token("WATCHER_U", api.keys["WATCHER_U"]))
-    assert api.client.post("/api/v1/sql", json={"sql": "SHOW PIPES"}, headers=watcher).status_code == 200
-    assert api.insert("LOADER_U", ["rest.csv"]).status_code == 200  # REST has its own budget
+    ) as api:
+        loader = bearer(token("LOADER_U", api.keys["LOADER_U"]))
+        statuses = [
+            api.client.post("/api/v1/sql", json={"sql": "SHOW PIPES"}, headers=loader).status_code
+            for _ in range(4)
+        ]
+        assert statuses == [200, 200, 200, 429]
+        resp = api.client.post("/api/v1/sql", json={"sql": "SHOW PIPES"}, headers=loader)
+        assert resp.status_code == 429 and set(resp.json()) == SQL_ERROR
+        assert "Too many statements from user 'LOADER_U'" in resp.json()["message"]
+        assert int(resp.headers["retry-after"]) >= 1
+        for _ in range(5):  # the administrator is exempt
+            assert api.sql("SHOW PIPES") is not None
+        watcher = bearer(token("WATCHER_U", api.keys["WATCHER_U"]))
+        assert api.client.post("/api/v1/sql", json={"sql": "SHOW PIPES"}, headers=watcher).status_code == 200
+        assert api.insert("LOADER_U", ["rest.csv"]).status_code == 200  # REST has its own budget
 
 
 def test_limiter_memory_is_bounded() -> None:
@@ -296,31 +297,31 @@ def test_redis_down_answers_503_without_the_url(isolated_settings: Settings) -> 
         }
     )
     client = isolated_settings.redis.client()
-    api = make_api(settings, client)
-    loader = bearer(token("LOADER_U", api.keys["LOADER_U"]))
-    assert api.insert("LOADER_U", ["up.csv"]).status_code == 200
-    dead = free_port()
-    client.connection_pool.disconnect()
-    client.connection_pool = redis.ConnectionPool(host="127.0.0.1", port=dead, socket_connect_timeout=2)
-    with pytest.raises(redis.ConnectionError):
-        client.ping()  # the fault is in place
-    for resp, fields in (
-        (api.client.post("/api/v1/sql", json={"sql": "SHOW PIPES"}, headers=loader), SQL_ERROR),
-        (
-            api.client.post(api.url("insertFiles"), json={"files": [{"path": "a"}]}, headers=loader),
-            SNOWPIPE_ERROR,
-        ),
-    ):
-        assert resp.status_code == 503, resp.text
-        assert set(resp.json()) == fields and resp.json()["message"] == METADATA_STORE_DOWN
-        for leak in (secret, "redis://", "6379", str(dead), "Connection refused", "Error"):
-            assert leak not in resp.text
+    with make_api(settings, client) as api:
+        loader = bearer(token("LOADER_U", api.keys["LOADER_U"]))
+        assert api.insert("LOADER_U", ["up.csv"]).status_code == 200
+        dead = free_port()
+        client.connection_pool.disconnect()
+        client.connection_pool = redis.ConnectionPool(host="127.0.0.1", port=dead, socket_connect_timeout=2)
+        with pytest.raises(redis.ConnectionError):
+            client.ping()  # the fault is in place
+        for resp, fields in (
+            (api.client.post("/api/v1/sql", json={"sql": "SHOW PIPES"}, headers=loader), SQL_ERROR),
+            (
+                api.client.post(api.url("insertFiles"), json={"files": [{"path": "a"}]}, headers=loader),
+                SNOWPIPE_ERROR,
+            ),
+        ):
+            assert resp.status_code == 503, resp.text
+            assert set(resp.json()) == fields and resp.json()["message"] == METADATA_STORE_DOWN
+            for leak in (secret, "redis://", "6379", str(dead), "Connection refused", "Error"):
+                assert leak not in resp.text
 
 
 @pytest.fixture
-def api(isolated_settings: Settings, redis_client: redis.Redis) -> Iterator[Api]:
+def api(isolated_settings: Settings, redis_client: redis.Redis[bytes]) -> Iterator[Api]:
     built = make_api(isolated_settings, redis_client)
-    with built.client:
+    with built:
         yield built
 
 

@@ -1,6 +1,7 @@
 """Blob pruning by min/max statistics: which WHERE terms `_predicates` keeps, what `may_match`
 decides, and, through the query engine over in-memory blobs and a real DuckDB, that pruning reads
-fewer blobs yet returns exactly the rows an unpruned run returns; and `floe sql --profile`."""
+fewer blobs yet returns exactly the rows an unpruned run returns. `floe sql --profile` is tested in
+tests/front/test_cli.py."""
 
 from __future__ import annotations
 
@@ -378,52 +379,3 @@ def test_answers_of_a_pruned_query(engine: MemoryEngine) -> None:
 def test_other_shapes_read_every_blob(engine: MemoryEngine, sql: str, total: int) -> None:
     _, stats = run(engine, sql)
     assert stats == {"blobs_total": total, "blobs_scanned": total}
-
-
-# --- floe sql --profile ---------------------------------------------------------------------------
-
-BODY = {
-    "success": True,
-    "columns": ["ID"],
-    "rows": [[23]],
-    "stats": {"blobs_total": 50, "blobs_scanned": 1},
-}
-
-
-@pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """`floe sql` with the API answering BODY (or, for DDL, no statistics)."""
-    from typer.testing import CliRunner
-
-    from front import cli as cli_module
-
-    def fake_run_sql(settings: Any, statement: str, **_: Any) -> dict[str, Any]:
-        if statement.startswith("SELECT"):
-            return BODY
-        return {"success": True, "columns": ["STATUS"], "rows": [["done"]], "stats": {}}
-
-    monkeypatch.setattr(cli_module, "run_sql", fake_run_sql)
-    runner = CliRunner()
-    return lambda *args: runner.invoke(cli_module.app, ["sql", *args])
-
-
-def test_floe_sql_json_is_unchanged_without_profile(cli: Any) -> None:
-    run = cli("--json", "SELECT id FROM t WHERE id = 23")
-    assert run.exit_code == 0 and json.loads(run.stdout) == [{"ID": 23}]
-
-
-def test_floe_sql_json_profile_carries_the_blob_counts(cli: Any) -> None:
-    run = cli("--json", "--profile", "SELECT id FROM t WHERE id = 23")
-    assert json.loads(run.stdout) == {
-        "rows": [{"ID": 23}],
-        "profile": {"blobs_total": 50, "blobs_scanned": 1},
-    }
-    run = cli("--json", "--profile", "CREATE TABLE x (a INT)")
-    assert json.loads(run.stdout) == {"rows": [{"STATUS": "done"}], "profile": {}}
-
-
-def test_floe_sql_profile_prints_a_line_on_stderr(cli: Any) -> None:
-    run = cli("--profile", "SELECT id FROM t WHERE id = 23")
-    assert run.exit_code == 0 and "23" in run.stdout
-    assert "read 1 of 50 blobs (49 skipped by min/max statistics)" in run.stderr
-    assert "blobs" not in cli("SELECT id FROM t WHERE id = 23").stderr

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
@@ -18,11 +19,11 @@ import jwt
 import pytest
 import redis
 from cryptography.hazmat.primitives.asymmetric import rsa
-from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 
+from bench.harness import unique
 from floe.catalog import Catalog, Pipe
 from floe.history import FileState
 from floe.keypair import fingerprint, new_private_key, public_key_body
@@ -32,7 +33,7 @@ from front.client import auth_header
 from pipeline.registrar import PipeCommit, Registrar
 from services.api import create_app
 from services.auth import NO_MATCHING_KEY
-from tests.conftest import unique
+from tests.asgi import AppClient
 
 pytestmark = pytest.mark.integration
 
@@ -69,9 +70,9 @@ def bearer(tok: str) -> dict[str, str]:
 class Api:
     """An app on a private key prefix, with a pipe and users holding different privileges."""
 
-    client: TestClient
+    client: AppClient
     settings: Settings
-    redis: redis.Redis
+    redis: redis.Redis[bytes]
     pipe: Pipe
     keys: dict[str, rsa.RSAPrivateKey]
 
@@ -94,10 +95,31 @@ class Api:
     def queued(self) -> int:
         return int(self.redis.xlen(Keys(self.settings.redis.prefix).queue(self.pipe.id)))
 
+    def __enter__(self) -> Api:
+        return self
 
-def make_api(settings: Settings, client: redis.Redis, pattern: str | None = None) -> Api:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.client.close()
+
+
+def make_api(settings: Settings, client: redis.Redis[bytes], pattern: str | None = None) -> Api:
     app = create_app(settings, client)
-    api = Api(TestClient(app), settings, client, None, {})  # type: ignore[arg-type]
+    api = Api(AppClient(app), settings, client, None, {})  # type: ignore[arg-type]
+    try:
+        _populate(api, client, settings, pattern)
+    except BaseException:
+        api.client.close()  # a failed setup must not leave the portal thread running
+        raise
+    return api
+
+
+def _populate(api: Api, client: redis.Redis[bytes], settings: Settings, pattern: str | None) -> None:
+    """Create the stage, table and pipe, the two roles, and the three users with their keys."""
     stage, table, pipe = unique("st_"), unique("t_"), unique("p_")
     api.sql(f"CREATE STAGE {stage} URL = 's3://{unique('b')}/in/' FILE_FORMAT = (TYPE = CSV)")
     api.sql(f"CREATE TABLE {table} (a INT, b VARCHAR)")
@@ -115,13 +137,12 @@ def make_api(settings: Settings, client: redis.Redis, pattern: str | None = None
         api.sql(f"CREATE USER {user} RSA_PUBLIC_KEY = '{public_key_body(key.public_key())}'{default}")
         if role:
             api.sql(f"GRANT ROLE {role} TO USER {user}")
-    return api
 
 
 @pytest.fixture
-def api(isolated_settings: Settings, redis_client: redis.Redis) -> Iterator[Api]:
+def api(isolated_settings: Settings, redis_client: redis.Redis[bytes]) -> Iterator[Api]:
     built = make_api(isolated_settings, redis_client)
-    with built.client:
+    with built:
         yield built
 
 
@@ -161,12 +182,12 @@ def test_text_plain_body_and_case_insensitive_pipe_name(api: Api) -> None:
     assert api.queued() == 2
 
 
-def test_pattern_lists_unmatched_files(isolated_settings: Settings, redis_client: redis.Redis) -> None:
-    api = make_api(isolated_settings, redis_client, pattern=".*[.]csv")
-    resp = api.insert("LOADER_U", ["ok.csv", "skip.json"])
-    assert resp.status_code == 200
-    assert resp.json()["unmatchedPatternFiles"] == [{"path": "skip.json"}]
-    assert api.queued() == 1
+def test_pattern_lists_unmatched_files(isolated_settings: Settings, redis_client: redis.Redis[bytes]) -> None:
+    with make_api(isolated_settings, redis_client, pattern=".*[.]csv") as api:
+        resp = api.insert("LOADER_U", ["ok.csv", "skip.json"])
+        assert resp.status_code == 200
+        assert resp.json()["unmatchedPatternFiles"] == [{"path": "skip.json"}]
+        assert api.queued() == 1
 
 
 def test_insert_report_and_load_history_scan(api: Api) -> None:
@@ -305,7 +326,7 @@ def test_privileges_unknown_pipes_and_bad_requests(api: Api) -> None:
     assert api.queued() == 1
 
 
-def test_rate_limit_answers_429(isolated_settings: Settings, redis_client: redis.Redis) -> None:
+def test_rate_limit_answers_429(isolated_settings: Settings, redis_client: redis.Redis[bytes]) -> None:
     settings = isolated_settings.model_copy(
         update={
             "auth": isolated_settings.auth.model_copy(
@@ -313,10 +334,10 @@ def test_rate_limit_answers_429(isolated_settings: Settings, redis_client: redis
             )
         }
     )
-    api = make_api(settings, redis_client)
-    statuses = [api.insert("LOADER_U", [f"r{i}.csv"]).status_code for i in range(3)]
-    assert statuses == [200, 200, 429]
-    assert_error(api.insert("LOADER_U", ["r9.csv"]), 429, "Too many requests")
+    with make_api(settings, redis_client) as api:
+        statuses = [api.insert("LOADER_U", [f"r{i}.csv"]).status_code for i in range(3)]
+        assert statuses == [200, 200, 429]
+        assert_error(api.insert("LOADER_U", ["r9.csv"]), 429, "Too many requests")
 
 
 def test_sql_endpoint_needs_a_token(api: Api) -> None:

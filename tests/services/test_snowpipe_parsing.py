@@ -8,7 +8,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from services.snowpipe import MAX_PATH_BYTES, RestError, parse_insert_files
+from services.answers import RestError
+from services.snowpipe import MAX_PATH_BYTES, parse_insert_files
 
 pytestmark = pytest.mark.unit
 

@@ -1,0 +1,53 @@
+"""Staged file bytes -> a raw Arrow table, plus the records that could not be parsed at all.
+
+``read_raw`` undoes compression and splits the file into records; it does not know the target
+table. Typing, the COPY transform and ON_ERROR live in ``pipeline.transform``.
+
+Numbering (the same for every format, used by METADATA$FILE_ROW_NUMBER and by load history):
+
+- **row number**: 1-based ordinal of a record among the records of the file, counting bad records
+  too. For CSV, the SKIP_HEADER lines are not records (so the first data row is row 1 whatever
+  SKIP_HEADER is), and neither are blank lines skipped by SKIP_BLANK_LINES = TRUE. For JSON a record
+  is a document (an element with STRIP_OUTER_ARRAY); for Parquet, a row.
+- **line**: physical line (1-based, counting the header lines) where the record starts. A quoted
+  CSV value or a JSON document can span several lines. Parquet has no lines: line = row number.
+
+The modules:
+
+- ``raw``: what every reader returns (RawFile, RowError), whole-file failures (FileParseError) and
+  where invalid UTF-8 is;
+- ``staged_files``: ``read_raw``, COMPRESSION, and the choice of reader;
+- ``csv_records``, ``json_documents``, ``parquet_rows``: one reader per format, each documenting
+  the raw table it makes.
+
+Other packages import from here, not from the modules.
+"""
+
+from pipeline.formats.csv_records import check_csv_options, field_spans, read_csv, read_csv_part
+from pipeline.formats.raw import (
+    CODE_END_OF_RECORD,
+    CODE_EXTRA_FIELD,
+    CODE_INVALID_UTF8,
+    CODE_JSON_PARSE,
+    FileParseError,
+    RawFile,
+    RowError,
+    end_of_record_message,
+)
+from pipeline.formats.staged_files import read_raw
+
+__all__ = [
+    "CODE_END_OF_RECORD",
+    "CODE_EXTRA_FIELD",
+    "CODE_INVALID_UTF8",
+    "CODE_JSON_PARSE",
+    "FileParseError",
+    "RawFile",
+    "RowError",
+    "check_csv_options",
+    "end_of_record_message",
+    "field_spans",
+    "read_csv",
+    "read_csv_part",
+    "read_raw",
+]

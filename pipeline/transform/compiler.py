@@ -1,0 +1,184 @@
+"""The COPY compiler: ``compile_copy`` turns a pipe's COPY (plain, or with a SELECT list in Snowflake
+SQL) into a ``CompiledCopy``: for each target column, a DuckDB expression over the raw table.
+
+A plain COPY reads CSV fields in order, a JSON document's keys named like the columns (or the whole
+document into one VARIANT column), or Parquet columns by name; a SELECT list is compiled item by item
+(``expressions.ExprCompiler``). CSV and JSON queries are bound at once, so mistakes fail CREATE PIPE;
+Parquet queries are bound per file, against its column types.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import sqlglot
+from sqlglot.errors import SqlglotError
+
+from floe.catalog.models import Column, CopySpec, FileFormat, Table
+from floe.errors import CompilationError, FileLoadError
+from floe.types import arrow_schema
+from pipeline.formats import check_csv_options
+from pipeline.transform.connections import COMPILE_LOCK, compile_connection
+from pipeline.transform.dialect import ident, lit
+from pipeline.transform.expressions import ExprCompiler
+from pipeline.transform.messages import column_display, first_line
+from pipeline.transform.plan import PARQUET_ROW_COLUMN, ColumnPlan, CompiledCopy
+from pipeline.transform.query import empty_input, query_for
+
+
+def compile_copy(copy: CopySpec, table: Table, fmt_type: str | None = None) -> CompiledCopy:
+    """Compile a pipe's COPY for its target table. Raises CompilationError for what Floe cannot run."""
+    fmt = copy.file_format
+    kind = (fmt_type or fmt.type).upper()
+    _check_format(kind, fmt)
+    planner = _Planner(copy, table, kind)
+    plans = planner.plans()
+    output = tuple(next(k for k, p in enumerate(plans) if p.column.name == c.name) for c in table.columns)
+    compiled = CompiledCopy(
+        table_name=planner.short,
+        format=kind,
+        file_format=fmt,
+        on_error=copy.on_error,
+        on_error_limit=copy.on_error_limit,
+        schema=arrow_schema(table),
+        plans=tuple(plans),
+        output=output,
+        csv_width=len(planner.targets) if kind == "CSV" and copy.select is None else None,
+        max_field=planner.max_field,
+        parquet_columns=tuple(planner.parquet_columns),
+        parquet_row=planner.parquet_row,
+        metadata=planner.metadata,
+    )
+    if kind in ("CSV", "JSON"):
+        # The raw table's shape is known now: bind the query once, so mistakes fail CREATE PIPE.
+        _bind(compiled)
+    return compiled
+
+
+def _check_format(kind: str, fmt: FileFormat) -> None:
+    if kind not in ("CSV", "JSON", "PARQUET"):
+        raise CompilationError(f"Unsupported file format type '{kind}'")
+    if kind == "CSV":
+        try:
+            check_csv_options(fmt, "")
+        except FileLoadError as exc:
+            raise CompilationError(exc.message) from exc
+
+
+def _bind(compiled: CompiledCopy) -> None:
+    with COMPILE_LOCK:
+        con = compile_connection()
+        try:
+            query_for(compiled, empty_input(compiled), con)
+        except duckdb.Error as exc:
+            raise CompilationError(first_line(str(exc))) from exc
+
+
+def _resolve_targets(copy: CopySpec, table: Table) -> list[Column]:
+    if not copy.columns:
+        return list(table.columns)
+    targets: list[Column] = []
+    for name in copy.columns:
+        col = _target_column(table, name)
+        if col in targets:
+            raise CompilationError(f"duplicate column name '{col.name}'")
+        targets.append(col)
+    return targets
+
+
+def _target_column(table: Table, name: str) -> Column:
+    """The column a COPY column list names: exactly, else as Snowflake resolves identifiers."""
+    exact = next((c for c in table.columns if c.name == name), None)
+    if exact is not None:
+        return exact
+    try:
+        return table.column(name)
+    except KeyError:
+        raise CompilationError(f"invalid identifier '{name}'") from None
+
+
+def _json_key_sql(name: str, as_json: bool) -> str:
+    """Plain JSON COPY into several columns: the document's key named like the column, any case."""
+    fn = "json_extract" if as_json else "json_extract_string"
+    doc = ident("c1")
+    lower = name.lower()
+    tries = [f"{fn}({doc}, {lit(lower)})"]
+    if name != lower:
+        tries.append(f"{fn}({doc}, {lit(name)})")
+    tries.append(f"{fn}({doc}, list_filter(json_keys({doc}), lambda k: lower(k) = {lit(lower)})[1])")
+    return f"COALESCE({', '.join(tries)})"
+
+
+class _Planner:
+    """Builds the plans of one COPY, noting what they read from the raw table."""
+
+    def __init__(self, copy: CopySpec, table: Table, kind: str) -> None:
+        self.copy = copy
+        self.table = table
+        self.kind = kind
+        self.short = table.name.split(".")[-1].upper()
+        self.ordinals = {c.name: i + 1 for i, c in enumerate(table.columns)}
+        self.targets = _resolve_targets(copy, table)
+        if copy.select is not None and len(copy.select) != len(self.targets):
+            raise CompilationError(
+                "Insert value list does not match column list "
+                f"expecting {len(self.targets)} but got {len(copy.select)}"
+            )
+        self.parquet_columns: list[str] = []
+        self.parquet_row = False
+        self.metadata = False
+        self.max_field = 0
+
+    def plans(self) -> list[ColumnPlan]:
+        """Loaded columns in SELECT-list order, then the table's other columns (not loaded)."""
+        plans = [self._plan(i, col) for i, col in enumerate(self.targets)]
+        plans += [
+            ColumnPlan(col, *self._place(col), None) for col in self.table.columns if col not in self.targets
+        ]
+        return plans
+
+    def _place(self, col: Column) -> tuple[int, str]:
+        """col's ordinal in the table, and its name in error messages."""
+        ordinal = self.ordinals[col.name]
+        return ordinal, column_display(self.short, col, ordinal)
+
+    def _plan(self, i: int, col: Column) -> ColumnPlan:
+        if self.copy.select is not None:
+            return self._select_plan(self.copy.select[i], col)
+        if self.kind == "CSV":
+            self.max_field = len(self.targets)
+            return ColumnPlan(col, *self._place(col), ident(f"c{i + 1}"), fields=(i + 1,))
+        if self.kind == "JSON":
+            # One VARIANT column takes the document; several columns take the keys named like them.
+            is_variant = col.type == "VARIANT"
+            whole = len(self.targets) == 1 and is_variant
+            doc = ident("c1") if whole else _json_key_sql(col.name, is_variant)
+            return ColumnPlan(col, *self._place(col), doc, json_text=is_variant)
+        # Parquet, likewise: one VARIANT column takes the whole row; several take the file's columns.
+        if len(self.targets) == 1 and col.type == "VARIANT":
+            self.parquet_row = True
+            return ColumnPlan(col, *self._place(col), ident(PARQUET_ROW_COLUMN))
+        name = col.name.lower()
+        self.parquet_columns.append(name)
+        return ColumnPlan(col, *self._place(col), ident(name))
+
+    def _select_plan(self, item: str, col: Column) -> ColumnPlan:
+        try:
+            node = sqlglot.parse_one(item, read="snowflake")
+        except SqlglotError as exc:
+            raise CompilationError(f"syntax error in '{item}': {exc}") from exc
+        comp = ExprCompiler(self.kind, col, self.copy.file_format)
+        pre, bare, lenient = comp.compile(node)
+        self.parquet_columns += [c for c in comp.parquet_columns if c not in self.parquet_columns]
+        self.parquet_row = self.parquet_row or comp.parquet_row
+        self.metadata = self.metadata or comp.metadata
+        self.max_field = max([self.max_field, *comp.fields])
+        return ColumnPlan(
+            col,
+            *self._place(col),
+            pre,
+            bare=bare,
+            volatile=comp.volatile,
+            fields=tuple(comp.fields),
+            json_text=comp.json_text,
+            lenient=lenient,
+        )

@@ -1,0 +1,377 @@
+"""Running a file through a compiled COPY: ``apply_copy`` for a file read whole, ``FileCopy`` for one
+fed in parts (a large file read as a stream), ``failed_file`` for one that could not be read.
+
+A clean file is one query (``query.query_for``). Only the rows whose conversion DuckDB's own casts
+rejected get the complete Snowflake rule, in a second query on just those rows; the first error's
+message costs one more one-row query.
+
+ON_ERROR then decides the file's fate (see ``FileCopy.result``), on the whole file's counts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, replace
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from floe.errors import FileLoadError
+from floe.records import LoadOutcome
+from floe.types import duckdb_type
+from pipeline.formats import (
+    CODE_END_OF_RECORD,
+    CODE_EXTRA_FIELD,
+    FileParseError,
+    RawFile,
+    RowError,
+    read_csv,
+)
+from pipeline.transform.connections import connection
+from pipeline.transform.messages import (
+    CODE_NOT_NULL,
+    CODE_OTHER,
+    NOT_NULL_MESSAGE,
+    conversion_message,
+    duckdb_message,
+    field_character,
+    first_line,
+)
+from pipeline.transform.plan import INPUT_VIEW, CompiledCopy, FileQuery
+from pipeline.transform.query import input_table, query_for, query_params, source_sql
+
+
+@dataclass
+class _FirstError:
+    line: int
+    character: int
+    column: str | None
+    message: str
+    code: str
+
+
+def _fit_width(compiled: CompiledCopy, raw: RawFile) -> RawFile:
+    """Plain CSV COPY: records must have one field per target column; re-read when the file was
+    read with another width (read_raw takes the first record's) or needs lenient repair."""
+    if compiled.format != "CSV" or compiled.csv_width is None or raw.format != "CSV":
+        return raw
+    width = compiled.csv_width
+    mismatches = any(e.code in (CODE_END_OF_RECORD, CODE_EXTRA_FIELD) for e in raw.errors)
+    lenient = not raw.fmt.error_on_column_count_mismatch
+    if raw.width == width and not (lenient and mismatches):
+        return raw
+    if raw.rows_parsed == 0:
+        return raw
+    again = read_csv(raw.data, raw.fmt, raw.path, width)
+    return replace(again, row_offset=raw.row_offset, line_offset=raw.line_offset)
+
+
+def _field_column(compiled: CompiledCopy, field_no: int) -> str:
+    """The target column Snowflake names for an error in CSV field ``field_no``."""
+    name = next((p.display for p in compiled.plans if field_no in p.fields[:1]), None)
+    name = name or next((p.display for p in compiled.plans if field_no in p.fields), None)
+    return name or f'"{compiled.table_name}"["${field_no}":{field_no}]'
+
+
+def _name_parse_errors(compiled: CompiledCopy, errors: list[RowError]) -> list[RowError]:
+    """Give CSV field-count errors the target column name Snowflake would print."""
+    out: list[RowError] = []
+    for err in errors:
+        if err.column_name is None and err.field is not None:
+            err = err.named(_field_column(compiled, err.field))
+        out.append(err)
+    return out
+
+
+def _first_parse_error(errors: list[RowError]) -> _FirstError | None:
+    if not errors:
+        return None
+    e0 = min(errors, key=lambda e: e.line)
+    return _FirstError(e0.line, e0.character, e0.column_name, e0.message, e0.code)
+
+
+def failed_file(compiled: CompiledCopy, exc: FileLoadError, filename: str) -> LoadOutcome:
+    """The result of a file that could not be read at all (a FileLoadError from ``read_raw``).
+
+    When the error has a place in the file (a FileParseError), load history shows its line,
+    character and target column, as for a row error.
+    """
+    if not isinstance(exc, FileParseError):
+        return LoadOutcome.failed(filename, exc.message)
+    column = (
+        _field_column(compiled, exc.field) if exc.field is not None and compiled.format == "CSV" else None
+    )
+    return LoadOutcome.failed(
+        filename, exc.message, code=exc.code, line=exc.line, character=exc.character, column=column
+    )
+
+
+def _error_limit(compiled: CompiledCopy, rows_parsed: int) -> int:
+    if compiled.on_error == "SKIP_FILE_N":
+        return max(1, int(compiled.on_error_limit))
+    if compiled.on_error == "SKIP_FILE_PCT":
+        return math.floor(rows_parsed * compiled.on_error_limit / 100) + 1
+    if compiled.on_error == "CONTINUE":
+        return rows_parsed
+    return 1
+
+
+def _fails(compiled: CompiledCopy, errors: int, rows_parsed: int, loaded: int) -> bool:
+    if errors == 0:
+        return False
+    if loaded == 0:
+        return True  # every record failed: nothing was loaded, whatever the rule
+    rule = compiled.on_error
+    if rule == "CONTINUE":
+        return False
+    if rule == "SKIP_FILE_N":
+        return errors >= max(1, compiled.on_error_limit)
+    if rule == "SKIP_FILE_PCT":
+        return rows_parsed > 0 and errors * 100.0 / rows_parsed > compiled.on_error_limit
+    return True  # SKIP_FILE
+
+
+def _run(con: duckdb.DuckDBPyConnection, sql: str, table: pa.Table, params: dict[str, str]) -> pa.Table:
+    con.register(INPUT_VIEW, table)
+    try:
+        return con.sql(sql, params=params).to_arrow_table()
+    finally:
+        con.unregister(INPUT_VIEW)
+
+
+def _raises(
+    con: duckdb.DuckDBPyConnection, sql: str, table: pa.Table, params: dict[str, str]
+) -> Exception | None:
+    try:
+        _run(con, sql, table, params)
+    except duckdb.Error as exc:
+        return exc
+    return None
+
+
+def apply_copy(
+    compiled: CompiledCopy,
+    raw: RawFile,
+    *,
+    filename: str,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> tuple[pa.Table, LoadOutcome]:
+    """Transform one parsed file into rows of the target table and its load-history result.
+
+    Returns the rows to load (exactly ``compiled.schema``; empty when the file fails) and the
+    LoadOutcome. ``con``: a DuckDB connection owned by the calling thread, by default a per-thread
+    ``new_connection()``. Pass a ``new_connection()`` too: it is the sandboxed one (a plain
+    connection also works, set to UTC, but it can read files if an expression ever reached them).
+    Raises FileLoadError only for failures of the whole file.
+    """
+    copy = FileCopy(compiled, filename)
+    rows = copy.add(raw, con)
+    result = copy.result()
+    if result.status == "LOAD_FAILED":
+        rows = compiled.schema.empty_table()
+    return rows, result
+
+
+class FileCopy:
+    """One file's COPY, fed in one piece or in consecutive parts (a large file read as a stream).
+
+    ``add`` transforms a part and returns its good rows; ON_ERROR is decided once, on the whole
+    file's counts, by ``result``. The caller keeps or drops the rows accordingly; ``doomed`` says
+    early when the file can no longer load, so a streaming caller can stop writing its rows.
+    """
+
+    def __init__(self, compiled: CompiledCopy, filename: str) -> None:
+        self.compiled = compiled
+        self.filename = filename
+        self.rows_parsed = 0
+        self.rows_good = 0
+        self.errors = 0
+        self.first: _FirstError | None = None
+
+    def add(self, raw: RawFile, con: duckdb.DuckDBPyConnection | None = None) -> pa.Table:
+        """Transform one part; returns its good rows (``compiled.schema``), whatever ON_ERROR says."""
+        compiled = self.compiled
+        con = connection(con)
+        raw = _fit_width(compiled, raw)
+        parse_errors = _name_parse_errors(compiled, raw.errors)
+        n = raw.num_rows
+        first = _first_parse_error(parse_errors)
+        bad = np.zeros(n, dtype=bool)
+        result: pa.Table | None = None
+        if n > 0:
+            result, bad, first = self._transform(raw, con, first)
+        n_bad = int(bad.sum())
+        self.rows_parsed += raw.rows_parsed
+        self.errors += len(parse_errors) + n_bad
+        self.rows_good += n - n_bad
+        if first is not None and self.first is None:
+            # Parts arrive in file order, so the first part with an error holds the file's first.
+            self.first = replace(first, line=first.line + raw.line_offset)
+        if result is None:
+            return compiled.schema.empty_table()
+        if n_bad:
+            result = result.filter(pa.array(~bad))
+        return pa.Table.from_arrays(
+            [result.column(f"o{i}").cast(f.type) for i, f in enumerate(compiled.schema)],
+            schema=compiled.schema,
+        )
+
+    def _transform(
+        self, raw: RawFile, con: duckdb.DuckDBPyConnection, first: _FirstError | None
+    ) -> tuple[pa.Table, np.ndarray, _FirstError | None]:
+        """Run the part's rows through DuckDB: the result, its error mask, and the part's first error
+        (``first``, a parse error, unless a row error comes earlier)."""
+        run = _FileRun.start(self.compiled, raw, con, self.filename)
+        bad = np.zeros(raw.num_rows, dtype=bool)
+        if not run.query.status:
+            return run.result, bad, first
+        bad, where = run.check_rows()
+        if where is not None:
+            err = run.describe(*where)
+            if first is None or err.line < first.line:
+                first = err
+        return run.result, bad, first
+
+    @property
+    def doomed(self) -> bool:
+        """The errors so far fail the file whatever the rest of it holds."""
+        rule = self.compiled.on_error
+        if self.errors == 0 or rule in ("CONTINUE", "SKIP_FILE_PCT"):
+            return False
+        if rule == "SKIP_FILE_N":
+            return self.errors >= max(1, self.compiled.on_error_limit)
+        return True
+
+    def result(self) -> LoadOutcome:
+        """The file's load-history record: ON_ERROR applied to the counts of every part."""
+        compiled = self.compiled
+        failed = _fails(compiled, self.errors, self.rows_parsed, self.rows_good)
+        first = self.first
+        return LoadOutcome(
+            path=self.filename,
+            status="LOADED" if self.errors == 0 else "LOAD_FAILED" if failed else "PARTIALLY_LOADED",
+            rows_parsed=self.rows_parsed,
+            rows_loaded=0 if failed else self.rows_good,
+            errors_seen=self.errors,
+            error_limit=_error_limit(compiled, self.rows_parsed),
+            first_error=first.message if first else None,
+            first_error_line=first.line if first else None,
+            first_error_character=first.character if first else None,
+            first_error_column=first.column if first else None,
+            code=first.code if first else None,
+        )
+
+
+@dataclass
+class _FileRun:
+    """One file's trip through DuckDB, and the follow-up queries its error rows need."""
+
+    compiled: CompiledCopy
+    raw: RawFile
+    con: duckdb.DuckDBPyConnection
+    filename: str
+    params: dict[str, str]
+    inp: pa.Table
+    source: str
+    query: FileQuery
+    result: pa.Table
+
+    @classmethod
+    def start(
+        cls, compiled: CompiledCopy, raw: RawFile, con: duckdb.DuckDBPyConnection, filename: str
+    ) -> _FileRun:
+        """Run the main query."""
+        inp, row_sql = input_table(compiled, raw)
+        values = query_params(compiled, filename, dt.datetime.now(dt.UTC).isoformat())
+        try:
+            # Parquet queries are bound here, against the file's own column types.
+            query = query_for(compiled, inp, con, row_sql)
+            result = _run(con, query.sql, inp, values)
+        except duckdb.Error as exc:
+            raise FileLoadError(f"Transform failed: {first_line(str(exc))}", file=filename) from exc
+        return cls(compiled, raw, con, filename, values, inp, source_sql(compiled, row_sql), query, result)
+
+    def sql(self, expr: str, alias: str = "x") -> str:
+        """A query evaluating one expression over the file's rows (run with ``self.params``)."""
+        return f"SELECT {expr} AS {alias} FROM {self.source}"
+
+    def check_rows(self) -> tuple[np.ndarray, tuple[int, int, int] | None]:
+        """Error mask over the rows, and (row, plan, status) of the first error.
+
+        Conversion failures first get the slow, complete conversion (the result is patched where
+        it succeeds).
+        """
+        n = self.result.num_rows
+        statuses = self._statuses()
+        bad = np.zeros(n, dtype=bool)
+        for s in statuses.values():
+            bad |= s != 0
+        if not bad.any():
+            return bad, None
+        row = int(np.argmax(bad))
+        for k in sorted(statuses):
+            if statuses[k][row]:
+                return bad, (row, k, int(statuses[k][row]))
+        return bad, None
+
+    def _statuses(self) -> dict[int, np.ndarray]:
+        """Per plan with a status in this file, its final status per row (slow path and TRY_ forms
+        applied)."""
+        statuses: dict[int, np.ndarray] = {}
+        for k in self.query.status:
+            s = self.result.column(f"e{k}").to_numpy()
+            if s.any():
+                statuses[k] = np.array(s, dtype=np.uint8)  # writable copy
+        for k, s in statuses.items():
+            plan = self.compiled.plans[k]
+            if self.query.slow[k] is not None and (s == 1).any():
+                self._slow_path(k, s)
+            if plan.lenient:
+                s[s == 1] = 0 if plan.column.nullable else 4
+        return statuses
+
+    def _slow_path(self, k: int, status: np.ndarray) -> None:
+        """Rows of plan k the main query could not convert: try the full rule, patch what converts."""
+        plan = self.compiled.plans[k]
+        rows = np.flatnonzero(status == 1)
+        target = duckdb_type(plan.column)
+        pre = self.query.pre_try[k] or "NULL"
+        sql = f"SELECT CAST({self.query.slow[k]} AS {target}) AS v FROM ({self.sql(pre, 'p')})"
+        values = _run(self.con, sql, self.inp.take(pa.array(rows)), self.params).column(0)
+        converted = values.is_valid().to_numpy(zero_copy_only=False)
+        if not converted.any():
+            return
+        position = self.compiled.output.index(k)
+        name = f"o{position}"
+        column = self.result.column(name)
+        mask = np.zeros(len(status), dtype=bool)
+        mask[rows[converted]] = True
+        replacements = values.filter(pa.array(converted)).cast(column.type)
+        patched = pc.replace_with_mask(column.combine_chunks(), pa.array(mask), replacements.combine_chunks())
+        self.result = self.result.set_column(position, name, patched)
+        status[rows[converted]] = 0
+
+    def describe(self, row: int, plan_index: int, status: int) -> _FirstError:
+        """Message, line, character and column of the error at (row, plan, status)."""
+        compiled, raw = self.compiled, self.raw
+        plan = compiled.plans[plan_index]
+        line = int(raw.line_numbers[row].as_py())
+        code, message = self._message(plan_index, status, self.inp.slice(row, 1))
+        character = 1
+        if compiled.format == "CSV" and raw.data:
+            character = field_character(raw, line, plan.fields[0] if plan.fields else 1)
+        return _FirstError(line, character, plan.display, message, code)
+
+    def _message(self, plan_index: int, status: int, one: pa.Table) -> tuple[str, str]:
+        """(code, message) of the error of status ``status`` in plan plan_index, on the one-row table."""
+        plan = self.compiled.plans[plan_index]
+        if status == 4:
+            return CODE_NOT_NULL, NOT_NULL_MESSAGE
+        if status == 1:
+            value = _run(self.con, self.sql(self.query.pre_try[plan_index] or "NULL"), one, self.params)
+            return conversion_message(plan.column, value.column(0)[0].as_py())
+        exc = _raises(self.con, self.sql(plan.pre or "NULL"), one, self.params)
+        return duckdb_message(exc) if exc is not None else (CODE_OTHER, "Expression evaluation failed")
