@@ -32,6 +32,7 @@ from bench.memory import session_members
 from floe.aws import AWS_ERRORS
 from floe.aws import client as aws_client
 from floe.settings import Settings
+from floe.tls import api_base_url, client_ssl_context
 from front.client import auth_header, records, run_sql
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +40,11 @@ VENV_BIN = Path(sys.executable).parent
 FLOE_PROCESSES: tuple[str, ...] = ("api", "consumer", "pipeline")
 READY_TIMEOUT_S = {"api": 90.0, "consumer": 90.0, "pipeline": 240.0}
 STOP_GRACE_S = 30.0
+BENCH_INTEGRATION = (
+    "CREATE STORAGE INTEGRATION IF NOT EXISTS floe_bench TYPE = EXTERNAL_STAGE STORAGE_PROVIDER = 'S3' "
+    "ENABLED = TRUE STORAGE_ALLOWED_LOCATIONS = ('*')"
+)
+"""The integration the benchmarks' stages read through (their buckets have random names)."""
 
 
 class BenchError(RuntimeError):
@@ -254,8 +260,8 @@ class SqlClient:
 
     def __init__(self, settings: Settings, timeout: float = 60.0) -> None:
         self.settings = settings
-        self.url = f"http://{settings.api.host}:{settings.api.port}/api/v1/sql"
-        self.http = httpx.Client(timeout=timeout)
+        self.url = f"{api_base_url(settings)}/api/v1/sql"
+        self.http = httpx.Client(timeout=timeout, verify=client_ssl_context(settings) or True)
 
     def sql(self, statement: str) -> list[dict[str, Any]]:
         """Run one statement; its rows as objects."""

@@ -17,6 +17,7 @@ import time
 import uuid
 from typing import Any
 
+from bench.harness import BENCH_INTEGRATION
 from floe.keypair import new_private_key, public_key_body, sign_token
 from floe.settings import Settings
 from front.client import run_sql
@@ -28,13 +29,17 @@ def setup(settings: Settings) -> tuple[str, str]:
     stage, table, pipe, role, user = (f"bench_{k}_{tag}" for k in ("st", "t", "p", "r", "u"))
     key = new_private_key()
     for statement in (
-        f"CREATE STAGE {stage} URL = 's3://bench-rest-{tag}/in/' FILE_FORMAT = (TYPE = CSV)",
+        BENCH_INTEGRATION,
+        f"CREATE STAGE {stage} URL = 's3://bench-rest-{tag}/in/'"
+        " STORAGE_INTEGRATION = floe_bench FILE_FORMAT = (TYPE = CSV)",
         f"CREATE TABLE {table} (a INT)",
         f"CREATE PIPE {pipe} AUTO_INGEST = FALSE AS COPY INTO {table} FROM @{stage}",
         f"ALTER PIPE {pipe} SET PIPE_EXECUTION_PAUSED = TRUE",
         f"CREATE ROLE {role}",
         f"CREATE USER {user} RSA_PUBLIC_KEY = '{public_key_body(key.public_key())}' DEFAULT_ROLE = {role}",
         f"GRANT ROLE {role} TO USER {user}",
+        f"GRANT USAGE ON DATABASE FLOE TO ROLE {role}",
+        f"GRANT USAGE ON SCHEMA FLOE.PUBLIC TO ROLE {role}",
         f"GRANT OPERATE ON PIPE {pipe} TO ROLE {role}",
     ):
         run_sql(settings, statement)

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bench.dataset import FLOE_SELECT, TABLE_COLUMNS_SQL, Dataset, csv_text
-from bench.harness import BenchError, FloeStack, Resources, SqlClient, unique, wait_for
+from bench.harness import BENCH_INTEGRATION, BenchError, FloeStack, Resources, SqlClient, unique, wait_for
 from floe.catalog import Catalog, Pipe
 from floe.history import FileState, read_states
 from floe.keys import Keys
@@ -29,7 +29,11 @@ def create_pipe(
     """A stage on ``s3://bucket/in/``, the benchmark table and an auto-ingest pipe with the casts."""
     stage, table, pipe = unique(f"bench_{tag}_st_"), unique(f"bench_{tag}_t_"), unique(f"bench_{tag}_p_")
     columns = TABLE_COLUMNS_SQL[:-1] + extra_columns + ")"
-    stack.sql(f"CREATE STAGE {stage} URL = 's3://{bucket}/in/' FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)")
+    stack.sql(BENCH_INTEGRATION)
+    stack.sql(
+        f"CREATE STAGE {stage} URL = 's3://{bucket}/in/'"
+        " STORAGE_INTEGRATION = floe_bench FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)"
+    )
     stack.sql(f"CREATE TABLE {table} {columns}")
     stack.sql(
         f"CREATE PIPE {pipe} AUTO_INGEST = TRUE AS COPY INTO {table} "

@@ -10,10 +10,10 @@ import base64
 import json
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Self
 
 import redis
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -86,6 +86,28 @@ class ApiSettings(_Section):
     """Connections and requests uvicorn serves at once; past it new ones get 503."""
     timeout_keep_alive_s: int = 5
     """Seconds an idle keep-alive connection stays open."""
+    tls: Literal["off", "auto", "files"] = "off"
+    """HTTPS for the API and its clients: off (plain HTTP); auto (a local CA and a server certificate
+    for 127.0.0.1, localhost and ``host`` under <state_dir>/tls/, created or renewed at start); files
+    (``tls_cert_file`` and ``tls_key_file``, verified against ``tls_ca_file``)."""
+    tls_cert_file: str = ""
+    """With tls=files: PEM server certificate, followed by any intermediate certificates."""
+    tls_key_file: str = ""
+    """With tls=files: PEM private key of ``tls_cert_file`` (unencrypted; keep it 0600)."""
+    tls_ca_file: str = ""
+    """With tls=files: PEM CA certificates clients verify the API against; empty means the system's
+    trust store. With tls=auto clients use <state_dir>/tls/ca.crt."""
+
+    @model_validator(mode="after")
+    def _auto_owns_its_files(self) -> Self:
+        # Silently ignoring a file the operator named would serve a certificate they did not choose.
+        named = [n for n in ("tls_cert_file", "tls_key_file", "tls_ca_file") if getattr(self, n)]
+        if self.tls == "auto" and named:
+            raise ValueError(
+                f"tls=auto creates its own files under <state_dir>/tls/; unset {', '.join(named)} "
+                "or use tls=files"
+            )
+        return self
 
 
 class QuerySettings(_Section):
@@ -244,6 +266,9 @@ class Settings(BaseSettings):
     """Where pid files, logs and keys go."""
     auto_configure_notifications: bool = True
     """CREATE PIPE AUTO_INGEST=TRUE configures the stage bucket's S3 notification to Floe's queue."""
+    stages_without_integration: bool = False
+    """Let CREATE STAGE omit STORAGE_INTEGRATION, for single-user set-ups only: any user who may create
+    a stage can then read whatever Floe's own S3 credentials reach."""
     history_retention_days: int = 14
     """How long file states and load history are kept (and dedup remembers a path)."""
     log_level: str = "INFO"

@@ -37,7 +37,12 @@ def _print_table(body: dict[str, Any]) -> None:
 @app.command()
 def sql(
     statement: Annotated[
-        str, typer.Argument(help='One Snowflake SQL statement, e.g. "SELECT COUNT(*) FROM t".')
+        str,
+        typer.Argument(
+            help='Snowflake SQL, e.g. "SELECT COUNT(*) FROM t": one statement, or several separated by '
+            "';' that run in order as one session (USE ROLE holds for the ones after it); the last one's "
+            "result is printed."
+        ),
     ],
     as_json: Annotated[
         bool,
@@ -63,6 +68,13 @@ def sql(
         str | None,
         typer.Option(help="Unencrypted PEM private key whose public half is the user's RSA_PUBLIC_KEY[_2]."),
     ] = None,
+    role: Annotated[
+        str | None,
+        typer.Option(
+            help="Act as this role (as USE ROLE would; it must be granted to the user). Default: the user's "
+            "DEFAULT_ROLE. It owns what the statements create."
+        ),
+    ] = None,
 ) -> None:
     """Run one statement against the running Floe service and print the result.
 
@@ -75,22 +87,24 @@ def sql(
     A SELECT skips the blobs whose min/max statistics rule out its WHERE (comparisons of a column
     with a literal, and BETWEEN, joined by AND); --profile shows how many blobs it read.
 
-    Access control, ACCOUNTADMIN only unless noted:
-    CREATE [OR REPLACE] USER u [RSA_PUBLIC_KEY = '...'] [DEFAULT_ROLE = r]
-    ALTER USER u SET | UNSET RSA_PUBLIC_KEY[_2] | DEFAULT_ROLE (own keys: anyone)
-    DROP USER u, CREATE [OR REPLACE] ROLE r, DROP ROLE r
-    GRANT ROLE r TO USER u, REVOKE ROLE r FROM USER u
-    GRANT OWNERSHIP | OPERATE | MONITOR | ALL ON PIPE p TO ROLE r (and REVOKE)
-    SHOW USERS | ROLES [LIKE '...'], SHOW GRANTS TO ROLE r | ON PIPE p
-    SHOW GRANTS TO USER u and DESC USER u (own user: anyone)
-    ALTER PIPE needs OPERATE or OWNERSHIP; DROP PIPE and replacing a pipe need OWNERSHIP.
+    Namespaces and integrations: CREATE [OR REPLACE] DATABASE d | SCHEMA s, DROP, SHOW DATABASES |
+    SCHEMAS; CREATE STORAGE INTEGRATION i ... STORAGE_ALLOWED_LOCATIONS = (...) (ACCOUNTADMIN), and
+    CREATE STAGE ... STORAGE_INTEGRATION = i (the URL must lie in its allowed locations).
+
+    Access control (every statement checks the privileges Snowflake's would; README, "Access control"):
+    CREATE [OR REPLACE] USER u [RSA_PUBLIC_KEY = '...'] [DEFAULT_ROLE = r], ALTER USER, DROP USER
+    CREATE [OR REPLACE] ROLE r, DROP ROLE r, GRANT ROLE r TO USER u | TO ROLE r2 (and REVOKE)
+    GRANT priv | ALL | OWNERSHIP ON ACCOUNT | DATABASE d | SCHEMA s | TABLE t | STAGE s | PIPE p |
+    INTEGRATION i TO ROLE r; ON ALL | FUTURE TABLES IN SCHEMA s (and REVOKE)
+    SHOW USERS | ROLES, SHOW GRANTS TO ROLE r | TO USER u | ON <kind> <name>, DESC USER u
+    USE ROLE r, USE SECONDARY ROLES ALL | NONE
     """
     settings = Settings()
     if user is not None and private_key_file is None:
         err.print("[red]--user needs --private-key-file (the PEM key registered for that user)[/red]")
         raise typer.Exit(2)
     try:
-        body = run_sql(settings, statement, user=user, key_file=private_key_file)
+        body = run_sql(settings, statement, user=user, key_file=private_key_file, role=role)
     except SqlFailed as exc:
         err.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ import httpx
 from floe.errors import FloeError, TerminalError, TransientError
 from floe.keypair import load_private_key, sign_token
 from floe.settings import Settings
+from floe.tls import TlsError, api_base_url, client_ssl_context
 
 _TOKEN_LIFETIME_S = 3540
 _tokens: dict[tuple[str, str, str], tuple[str, float]] = {}
@@ -68,16 +70,35 @@ def run_sql(
     *,
     user: str | None = None,
     key_file: str | None = None,
+    role: str | None = None,
 ) -> dict[str, Any]:
-    """POST one statement to the API as ``user`` (the admin by default); the JSON answer or SqlFailed."""
-    url = f"http://{settings.api.host}:{settings.api.port}/api/v1/sql"
+    """POST a statement (or several, separated by ';') to the API as ``user`` (the admin by default),
+    acting as ``role`` (the user's default role if None); the JSON answer or SqlFailed."""
+    url = f"{api_base_url(settings)}/api/v1/sql"
+    try:
+        context = client_ssl_context(settings)
+    except TlsError as exc:
+        raise StatementRejected(exc.message) from None
     headers = auth_header(settings, user, key_file)
     try:
-        resp = httpx.post(url, json={"sql": statement}, headers=headers, timeout=timeout)
+        # With TLS, only the configured CA (or the system's store) vouches for the API; never unverified.
+        resp = httpx.post(
+            url,
+            json={"sql": statement} if role is None else {"sql": statement, "role": role},
+            headers=headers,
+            timeout=timeout,
+            verify=context or True,
+        )
     except httpx.ConnectError as exc:
+        if isinstance(exc.__cause__, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(exc):
+            # Retrying cannot fix a certificate the client does not trust: a configuration error.
+            raise StatementRejected(
+                f"the Floe API at {url} presented a certificate that does not verify ({exc}); "
+                "check FLOE_API__TLS and FLOE_API__TLS_CA_FILE (tls=auto trusts <state_dir>/tls/ca.crt)."
+            ) from exc
         raise ApiUnavailable(
             f"cannot reach the Floe API at {url} ({exc}). Start the stack with `make up` "
-            "or point FLOE_API__HOST/FLOE_API__PORT at a running API."
+            "or point FLOE_API__HOST/FLOE_API__PORT (and FLOE_API__TLS) at a running API."
         ) from exc
     except httpx.TransportError as exc:
         # Connected, then lost: the API stopped or restarted mid-statement, or the answer took

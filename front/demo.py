@@ -16,7 +16,11 @@ BUCKET = "floe-demo"
 console = Console()
 
 STATEMENTS = [
-    f"CREATE OR REPLACE STAGE demo_stage URL = 's3://{BUCKET}/trips/' "
+    # A stage reads S3 only through a storage integration: it bounds where Floe's own credentials
+    # may be pointed (README, "Access control").
+    "CREATE OR REPLACE STORAGE INTEGRATION demo_lake TYPE = EXTERNAL_STAGE STORAGE_PROVIDER = 'S3' "
+    f"ENABLED = TRUE STORAGE_ALLOWED_LOCATIONS = ('s3://{BUCKET}/')",
+    f"CREATE OR REPLACE STAGE demo_stage URL = 's3://{BUCKET}/trips/' STORAGE_INTEGRATION = demo_lake "
     "FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)",
     "CREATE OR REPLACE TABLE trips (trip_id INT NOT NULL, city VARCHAR, fare NUMBER(10,2), "
     "started_at TIMESTAMP_NTZ, source_file VARCHAR, source_row INT)",

@@ -36,6 +36,7 @@ it). The tests call :func:`ensure_services` and :func:`stop`.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import hashlib
 import json
@@ -44,11 +45,13 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +65,7 @@ from rich.table import Table
 from floe.keypair import create_private_file
 from floe.runtime import OWNER_ONLY_UMASK, private_dir, private_files
 from floe.settings import RedisSettings, Settings
+from floe.tls import TlsError, api_base_url, client_ssl_context, ensure_tls
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO_ROOT / ".venv" / "bin"
@@ -416,20 +420,58 @@ def _redis_part(settings: Settings) -> Part:
     )
 
 
+def _api_answers(settings: Settings) -> bool:
+    """True when the API answers ``/health`` with 200, over HTTPS verified against its CA when TLS is on.
+
+    A certificate that does not verify raises :class:`StackError` at once: waiting cannot fix it.
+    """
+    try:
+        context = client_ssl_context(settings)
+    except TlsError as exc:
+        raise StackError(f"api: {exc.message}") from None
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+    )
+    url = f"{api_base_url(settings)}/health"
+    try:
+        with opener.open(url, timeout=1.0) as resp:
+            resp.read()
+            return bool(resp.status == 200)
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, ssl.SSLCertVerificationError):
+            raise StackError(
+                f"api: {url} presented a certificate that does not verify ({exc.reason.verify_message}); "
+                "check FLOE_API__TLS_CA_FILE. The API keeps running; `make down` stops it."
+            ) from None
+        return False
+    except (OSError, ValueError):
+        return False
+
+
+def _prepare_api(settings: Settings) -> None:
+    """Create or renew the API's certificate (tls=auto), or check the given one (tls=files)."""
+    try:
+        ensure_tls(settings)
+    except TlsError as exc:
+        raise StackError(f"api: {exc.message}") from None
+
+
 def _floe_part(name: str, settings: Settings) -> Part:
-    """A Floe process; it signals readiness with its ready file."""
+    """A Floe process; it signals readiness with its ready file (the API also by answering /health)."""
     ready = ready_file(name, settings)
-    endpoint = f"http://{settings.api.host}:{settings.api.port}" if name == "api" else ""
+    is_api = name == "api"
     return Part(
         name=name,
         argv=(str(VENV_BIN / "floe"), name),
         env=_child_env(),
         cmdline_marker=f"floe {name}",
         ready_timeout_s=READY_TIMEOUT_S[name],
-        is_ready=ready.exists,
-        endpoint=endpoint,
+        # The ready file appears at application start-up, a moment before uvicorn binds its port.
+        is_ready=(lambda: ready.exists() and _api_answers(settings)) if is_api else ready.exists,
+        endpoint=api_base_url(settings) if is_api else "",
         ready_path=ready,
         install_hint="run `make venv`",
+        prepare=(lambda: _prepare_api(settings)) if is_api else None,
     )
 
 
@@ -470,6 +512,14 @@ def _proc_stat(pid: int) -> list[str] | None:
 # started it (`make up` exits), so nothing waits on it; but a Popen dropped while its child runs is
 # a ResourceWarning, and in-process callers (the tests) stop the parts they started.
 _STARTED: dict[int, subprocess.Popen[bytes]] = {}
+
+
+@atexit.register
+def _leave_running() -> None:
+    # A part still running when this process exits keeps running on purpose (init reaps it), so the
+    # Popen finalizers' "still running" warnings at interpreter exit say nothing worth reading.
+    if _STARTED:
+        warnings.filterwarnings("ignore", r"subprocess \d+ is still running", ResourceWarning)
 
 
 def _reap(pid: int) -> None:

@@ -58,7 +58,10 @@ class SqlRequest(BaseModel):
     """Body of POST /api/v1/sql."""
 
     sql: str
-    """One Snowflake SQL statement."""
+    """Snowflake SQL: one statement, or several separated by ';' that run as one session."""
+    role: str | None = None
+    """The role to act as (as USE ROLE would); it must be granted to the user. Default: the user's
+    DEFAULT_ROLE."""
 
 
 class RequestContext:
@@ -353,7 +356,7 @@ def create_app(settings: Settings, client: redis.Redis[bytes] | None = None) -> 
                 raise Throttled(
                     f"Too many statements from user '{principal.user}'; retry in {wait:.2f} s.", wait
                 )
-            return executor.execute(body.sql, principal)
+            return executor.execute(body.sql, principal, body.role)
 
         try:
             # Statements get threads of their own, so slow queries cannot take the pool's threads
@@ -383,6 +386,7 @@ def serve(settings: Settings) -> None:
     import uvicorn
 
     from floe.runtime import Readiness, Shutdown, setup_logging
+    from floe.tls import ensure_tls
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -391,6 +395,10 @@ def serve(settings: Settings) -> None:
             super().handle_exit(sig, frame)
 
     setup_logging(settings, "api")
+    # Before the app: with tls=auto a first `floe api` (Docker, no `make up`) creates its certificate.
+    tls = ensure_tls(settings)
+    for action in tls.actions if tls is not None else ():
+        log.info("tls: %s", action)
     ready = Readiness(settings, "api")
     app = create_app(settings)
 
@@ -424,6 +432,8 @@ def serve(settings: Settings) -> None:
         limit_concurrency=api.limit_concurrency,
         timeout_keep_alive=api.timeout_keep_alive_s,
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        ssl_certfile=tls.files.cert if tls is not None else None,
+        ssl_keyfile=tls.files.key if tls is not None else None,
     )
     Server(config).run()
     log.info("stopped (drain requested: %s)", shutdown.requested)

@@ -1,4 +1,6 @@
-"""Who is calling, and what they may do: key-pair JWT authentication, pipe privileges, rate limits.
+"""Who is calling: key-pair JWT authentication, the principal a request acts as, rate limits.
+
+What a principal may do is decided in ``services.access``.
 
 Authentication follows Snowflake's key-pair scheme. A token is an RS256 JWT whose ``sub`` is
 ``ACCOUNT.USER`` and whose ``iss`` is ``ACCOUNT.USER.SHA256:<fingerprint>``; the fingerprint picks
@@ -14,14 +16,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from floe.catalog import ADMIN_ROLE, PIPE_PRIVILEGES, Catalog, Pipe, Role, User
-from floe.errors import AuthenticationFailed, PermissionDenied
+from floe.catalog import ADMIN_ROLE, Catalog, User
+from floe.errors import AuthenticationFailed
 from floe.keypair import InvalidKey, fingerprint, load_public_key
 from floe.settings import AuthSettings
 
@@ -39,20 +40,46 @@ _MS_THRESHOLD = 10**11  # a timestamp above this (year 5138 in seconds) must be 
 
 @dataclass(frozen=True)
 class Principal:
-    """An authenticated user and the roles whose privileges it holds."""
+    """An authenticated user, the roles granted to it, and the role it acts as."""
 
     user: str
     roles: frozenset[str]
+    """The roles granted to the user, and PUBLIC (services.access adds the roles granted to them)."""
+    primary: str | None = None
+    """The current role: the owner of what the user creates. None: the user's only granted role
+    other than PUBLIC, or PUBLIC (see ``owner_role``)."""
+    secondary: bool = True
+    """Secondary roles ALL (Snowflake's default): every granted role's privileges are active."""
 
     @property
     def is_admin(self) -> bool:
-        """Whether the user holds ACCOUNTADMIN."""
+        """Whether ACCOUNTADMIN is granted to the user directly."""
         return ADMIN_ROLE in self.roles
+
+    @property
+    def owner_role(self) -> str:
+        """The role that owns what this principal creates: the current role, else ACCOUNTADMIN for
+        an administrator, else the first granted role other than PUBLIC, else PUBLIC."""
+        if self.primary is not None:
+            return self.primary
+        if self.is_admin:
+            return ADMIN_ROLE
+        return next((r for r in sorted(self.roles) if r != "PUBLIC"), "PUBLIC")
+
+    def acting_as(self, role: str | None, secondary: bool | None = None) -> Principal:
+        """This principal with another current role (USE ROLE) or secondary-roles setting."""
+        return replace(
+            self,
+            primary=self.primary if role is None else role,
+            secondary=self.secondary if secondary is None else secondary,
+        )
 
     @classmethod
     def of(cls, user: User) -> Principal:
-        """Every role granted to the user is active (as with DEFAULT_SECONDARY_ROLES = ('ALL'))."""
-        return cls(user.name, frozenset(user.roles) | {"PUBLIC"})
+        """A user as it signs in: its DEFAULT_ROLE (when granted) is current, all granted roles active."""
+        granted = frozenset(user.roles) | {"PUBLIC"}
+        primary = user.default_role if user.default_role in granted else None
+        return cls(user.name, granted, primary)
 
 
 class RejectedToken(AuthenticationFailed):
@@ -239,41 +266,6 @@ class Authenticator:
                 self._verified = {t: v for t, v in self._verified.items() if v[2] + skew > now}
             self._verified[token] = (user.name, fp, exp)
         return Principal.of(user)
-
-
-def pipe_privileges(catalog: Catalog, principal: Principal, pipe: Pipe) -> set[str]:
-    """Privileges the principal's roles hold on a pipe."""
-    if principal.is_admin:
-        return set(PIPE_PRIVILEGES)
-    held: set[str] = set()
-    if pipe.owner in principal.roles:
-        held.add("OWNERSHIP")
-    for name in principal.roles:
-        role = catalog.find(Role, name)
-        if role is not None:
-            held.update(role.grants.get(pipe.name, ()))
-    return held
-
-
-def require_pipe_privilege(
-    catalog: Catalog, principal: Principal, pipe: Pipe, any_of: Iterable[str], action: str
-) -> None:
-    """PermissionDenied unless the principal holds one of ``any_of`` on the pipe."""
-    needed = sorted(any_of)
-    if not pipe_privileges(catalog, principal, pipe) & set(needed):
-        raise PermissionDenied(
-            f"Insufficient privileges to {action} pipe '{pipe.name}': user '{principal.user}' needs "
-            f"{' or '.join(needed)} on it through one of its roles ({', '.join(sorted(principal.roles))})."
-        )
-
-
-def require_admin(principal: Principal, action: str) -> None:
-    """PermissionDenied unless the principal holds ACCOUNTADMIN."""
-    if not principal.is_admin:
-        raise PermissionDenied(
-            f"Insufficient privileges to {action}: only the {ADMIN_ROLE} role may; "
-            f"user '{principal.user}' has {', '.join(sorted(principal.roles))}."
-        )
 
 
 class RateLimiter:

@@ -34,12 +34,13 @@ from floe.aws import pyarrow_s3_kwargs
 from floe.blobs import BlobCrypto, crypto_from_settings, read_blob
 from floe.catalog import Catalog, Column, Pipe, Table
 from floe.catalog.ddl import Defaults, qualify, qualify_table
-from floe.errors import CompilationError, ObjectNotFound, SqlError
+from floe.errors import CompilationError, ObjectNotFound, PermissionDenied, SqlError
 from floe.history import COPY_HISTORY_STATUS, FileState, iso_utc, read_states
 from floe.keys import Keys
 from floe.records import QueueEntry
 from floe.settings import Settings
 from floe.types import arrow_schema, parse_column_type
+from services.access import Need
 from services.functions import check_functions, function_name
 
 
@@ -96,6 +97,9 @@ class BlobCache:
 
 
 Predicate = tuple[str, str, Any]
+
+Check = Callable[[Need], None]
+"""Authorizes one need of a query for its caller, or raises ObjectNotFound / PermissionDenied."""
 """(column, op, value): a WHERE conjunct that a blob's min/max can refute. ``value`` is already of the
 type DuckDB compares the column in (see ``_literal``), and ``may_match`` reads the statistics as that."""
 
@@ -685,7 +689,7 @@ class QueryEngine:
             return schema.empty_table()
         return pa.concat_tables([p.cast(schema) for p in pieces])
 
-    def copy_history(self, call: exp.Anonymous) -> pa.Table:
+    def copy_history(self, call: exp.Anonymous, check: Check) -> pa.Table:
         """INFORMATION_SCHEMA.COPY_HISTORY(TABLE_NAME => ..., START_TIME => ..., END_TIME => ...).
 
         The arguments are evaluated here, in Python, and never reach DuckDB (see ``evaluate_bound``).
@@ -703,13 +707,17 @@ class QueryEngine:
             raise CompilationError(
                 "COPY_HISTORY needs TABLE_NAME => '<table>' (a string literal) and START_TIME => <timestamp>"
             )
-        table = self.catalog.get(Table, str(qualify(str(name.this), self.defaults)))
+        full = str(qualify(str(name.this), self.defaults))
+        pipes = self._monitored(full, check)
+        table = self.catalog.get(Table, full)
         now = dt.datetime.now(dt.UTC)
         start = evaluate_bound(args["START_TIME"], now)
         end = evaluate_bound(args["END_TIME"], now) if "END_TIME" in args else None
         since = int(start.timestamp() * 1000) - 86_400_000
         rows = []
         for pipe in self.catalog.pipes_for_table(table):
+            if pipes is not None and pipe.name not in pipes:
+                continue
             for state in read_states(self.redis, self.keys, pipe.id, since):
                 row = copy_history_row(state, table, pipe)
                 when = row["LAST_LOAD_TIME"] or row["PIPE_RECEIVED_TIME"]
@@ -717,9 +725,28 @@ class QueryEngine:
                     rows.append(row)
         return pa.Table.from_pylist(rows, schema=COPY_HISTORY_SCHEMA)
 
-    def pipe_status(self, name: str) -> str:
+    def _monitored(self, table: str, check: Check) -> set[str] | None:
+        """Whose load history of ``table`` the caller may read: every pipe's (None) with SELECT on
+        the table, else the pipes it holds MONITOR (or OWNERSHIP) on; the SELECT refusal if none."""
+        try:
+            check(Need("TABLE", table, ("SELECT",)))
+            return None
+        except (ObjectNotFound, PermissionDenied):
+            found = self.catalog.find(Table, table)
+            pipes = {
+                p.name
+                for p in (self.catalog.pipes_for_table(found) if found is not None else [])
+                if _passes(check, Need("PIPE", p.name, ("MONITOR", "OWNERSHIP")))
+            }
+            if not pipes:
+                raise
+            return pipes
+
+    def pipe_status(self, name: str, check: Check) -> str:
         """SYSTEM$PIPE_STATUS JSON."""
-        pipe = self.catalog.get(Pipe, str(qualify(name, self.defaults)))
+        full = str(qualify(name, self.defaults))
+        check(Need("PIPE", full, ("MONITOR", "OPERATE", "OWNERSHIP")))
+        pipe = self.catalog.get(Pipe, full)
         queue = self.keys.queue(pipe.id)
         pending = int(self.redis.xlen(queue))
         status = {k.decode(): v.decode() for k, v in self.redis.hgetall(self.keys.status(pipe.id)).items()}
@@ -741,8 +768,9 @@ class QueryEngine:
             out["notificationChannelName"] = self._queue_arn()
         return json.dumps(out, separators=(",", ":"))
 
-    def run(self, query: exp.Expr) -> Result:
-        """Execute one query within the limits of ``settings.query``."""
+    def run(self, query: exp.Expr, check: Check) -> Result:
+        """Execute one query within the limits of ``settings.query``; ``check`` authorizes each
+        table, pipe and load history it reads (``services.access.authorize`` for the caller)."""
         limits = self.settings.query
         # Waiting threads hold an API worker thread too, but only up to the time limit; the
         # running ones are capped, so the rest of the pool stays free for insertFiles.
@@ -755,11 +783,13 @@ class QueryEngine:
                 sql_state="57014",
             )
         try:
-            return self._run(query)
+            return self._run(query, check)
         finally:
             self._slots.release()
 
-    def compile(self, query: exp.Expr, stats: dict[str, int]) -> tuple[str, dict[str, pa.Table]]:
+    def compile(
+        self, query: exp.Expr, stats: dict[str, int], check: Check
+    ) -> tuple[str, dict[str, pa.Table]]:
         """DuckDB SQL for ``query`` and the Arrow tables it reads, by their generated names.
 
         Every table reference is resolved here: a CTE visible in its scope (renamed), a catalog
@@ -775,7 +805,7 @@ class QueryEngine:
         ours: set[int] = set()
         for fn in list(query.find_all(exp.TableFromRows)):
             name = f"__floe_history_{len(tables)}"
-            tables[name] = self.copy_history(_copy_history_call(fn))
+            tables[name] = self.copy_history(_copy_history_call(fn), check)
             alias = fn.args.get("alias")
             ref = _reference(name, alias.copy() if isinstance(alias, exp.TableAlias) else None)
             ours.add(id(ref))
@@ -785,13 +815,14 @@ class QueryEngine:
             if call.name.upper() == "SYSTEM$PIPE_STATUS":
                 if not call.expressions or not isinstance(call.expressions[0], exp.Literal):
                     raise CompilationError("SYSTEM$PIPE_STATUS takes the pipe name as a string literal")
-                call.replace(exp.Literal.string(self.pipe_status(str(call.expressions[0].this))))
+                call.replace(exp.Literal.string(self.pipe_status(str(call.expressions[0].this), check)))
         catalog_refs = _resolve_ctes(query, ours)
         # Only a table that is the top-level SELECT's one source is pruned: the top-level WHERE
         # speaks of it alone (a second reference, even in a subquery, may see other rows).
         single = len(catalog_refs) == 1 and _is_only_source(query, catalog_refs[0])
         for node in catalog_refs:
             full = str(qualify_table(node, self.defaults))
+            check(Need("TABLE", full, ("SELECT",)))
             table = self.catalog.find(Table, full)
             if table is None:
                 raise ObjectNotFound("table", full)
@@ -802,10 +833,10 @@ class QueryEngine:
         _check_resolved(query, ours)
         return query.sql(dialect="duckdb"), tables
 
-    def _run(self, query: exp.Expr) -> Result:
+    def _run(self, query: exp.Expr, check: Check) -> Result:
         limits = self.settings.query
         stats = {"blobs_total": 0, "blobs_scanned": 0}
-        sql, tables = self.compile(query, stats)
+        sql, tables = self.compile(query, stats, check)
         con = sandbox.connect(threads=limits.threads, memory_limit=limits.memory_limit)
         fired = threading.Event()
 
@@ -863,6 +894,14 @@ class QueryEngine:
             else:
                 named.append(exp.alias_(proj, proj.sql("snowflake").upper(), quoted=True))
         query.set("expressions", named)
+
+
+def _passes(check: Check, need: Need) -> bool:
+    try:
+        check(need)
+    except (ObjectNotFound, PermissionDenied):
+        return False
+    return True
 
 
 def _duck_message(exc: Exception) -> str:

@@ -22,12 +22,13 @@ from fastapi.responses import JSONResponse
 
 from floe.catalog import Catalog, Pipe, now_ms
 from floe.catalog.ddl import Defaults, qualify
-from floe.errors import AuthenticationFailed, FloeError
+from floe.errors import AuthenticationFailed, FloeError, ObjectNotFound
 from floe.history import FileState, iso_utc, read_states, states_of
 from floe.keys import Keys
 from floe.records import QueueEntry
+from services.access import Need, authorize
 from services.answers import RestError, Throttled, answer_for
-from services.auth import Authenticator, Identity, Principal, RateLimiter, require_pipe_privilege
+from services.auth import Authenticator, Identity, Principal, RateLimiter
 from services.dedup import Deduper, FileRef
 
 log = logging.getLogger("floe.api.snowpipe")
@@ -166,10 +167,15 @@ class SnowpipeService:
             fqn = name
         pipe = self.catalog.find(Pipe, fqn)
         if pipe is None:
-            raise RestError(
-                404, "390404", f"Specified object does not exist or not authorized. Pipe '{name}' not found."
-            )
+            raise self.missing(name)
         return pipe
+
+    @staticmethod
+    def missing(name: str) -> RestError:
+        """The 404 for a pipe that does not exist, or that the caller may not know of."""
+        return RestError(
+            404, "390404", f"Specified object does not exist or not authorized. Pipe '{name}' not found."
+        )
 
     def insert_files(self, pipe: Pipe, files: list[FileRef], show_skipped: bool) -> dict[str, Any]:
         """Dedup and enqueue; what insertFiles answers (without requestId)."""
@@ -290,10 +296,15 @@ def router(service: SnowpipeService, authenticator: Authenticator, limiter: Rate
         request_id = request.query_params.get("requestId")
         return JSONResponse({"requestId": request_id, **body} if request_id is not None else body)
 
-    def privileged(request: Request, name: str, any_of: tuple[str, ...], action: str) -> Pipe:
+    def privileged(request: Request, name: str, any_of: tuple[str, ...]) -> Pipe:
         principal = caller(request)
         pipe = service.pipe(name)
-        require_pipe_privilege(service.catalog, principal, pipe, any_of, action)
+        try:
+            authorize(service.catalog, principal, Need("PIPE", pipe.name, any_of))
+        except ObjectNotFound:
+            # The caller may not know the pipe (or its database or schema) exists: the same 404 as
+            # for a pipe that does not.
+            raise service.missing(name) from None
         return pipe
 
     @api.post("/{pipe_name}/insertFiles")
@@ -304,7 +315,7 @@ def router(service: SnowpipeService, authenticator: Authenticator, limiter: Rate
         body = await request.body()
 
         def work() -> dict[str, Any]:
-            pipe = privileged(request, pipe_name, ("OPERATE", "OWNERSHIP"), "insert files into")
+            pipe = privileged(request, pipe_name, ("OPERATE", "OWNERSHIP"))
             files = parse_insert_files(request.headers.get("content-type"), body)
             return service.insert_files(pipe, files, show_skipped)
 
@@ -320,7 +331,7 @@ def router(service: SnowpipeService, authenticator: Authenticator, limiter: Rate
         """Load events of the last 10 minutes (at most 10,000), from beginMark on."""
 
         def work() -> dict[str, Any]:
-            pipe = privileged(request, pipe_name, ("MONITOR", "OPERATE", "OWNERSHIP"), "monitor")
+            pipe = privileged(request, pipe_name, ("MONITOR", "OPERATE", "OWNERSHIP"))
             return service.insert_report(pipe, begin_mark, recent_seconds)
 
         return await answer(request, work)
@@ -335,7 +346,7 @@ def router(service: SnowpipeService, authenticator: Authenticator, limiter: Rate
         """Load history of the last 14 days between two ISO-8601 times (at most 10,000 files)."""
 
         def work() -> dict[str, Any]:
-            pipe = privileged(request, pipe_name, ("MONITOR", "OPERATE", "OWNERSHIP"), "monitor")
+            pipe = privileged(request, pipe_name, ("MONITOR", "OPERATE", "OWNERSHIP"))
             return service.load_history_scan(pipe, start, end)
 
         return await answer(request, work)

@@ -1,123 +1,114 @@
-"""Executes `floe sql` statements: DDL against the catalog, queries through the query engine."""
+"""Executes `floe sql` statements: DDL against the catalog, queries through the query engine.
+
+Every statement checks its privileges through ``services.access.authorize`` before it changes or
+reads anything; ``handlers`` names the method of each statement type, and each method begins with
+its check. What each statement needs is Snowflake's rule (docs/architecture.md, "Access control").
+"""
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from collections.abc import Callable
 from typing import Any
 
 import redis
+from sqlglot.dialects.snowflake import Snowflake
+from sqlglot.errors import TokenError
+from sqlglot.tokenizer_core import TokenType
 
 from floe.aws import client as aws_client
 from floe.catalog import (
     ADMIN_ROLE,
-    BUILTIN_ROLES,
-    PIPE_PRIVILEGES,
     Catalog,
     CatalogObject,
     CopySpec,
+    Database,
     FileFormat,
     Pipe,
-    Role,
+    Schema,
     Stage,
+    StorageIntegration,
     Table,
-    User,
     now_ms,
+    split_s3_url,
 )
-from floe.catalog.access import (
-    KEY_PROPERTIES,
-    AlterUser,
-    CreateRole,
-    CreateUser,
-    DescribeUser,
-    DropRole,
-    DropUser,
-    GrantPrivileges,
-    GrantRole,
-    RevokePrivileges,
-    RevokeRole,
-    ShowGrantsOnPipe,
-    ShowGrantsToRole,
-    ShowGrantsToUser,
-    ShowRoles,
-    ShowUsers,
-)
+from floe.catalog.access import UseRole, UseSecondaryRoles
 from floe.catalog.ddl import (
     AlterPipe,
+    CreateDatabase,
+    CreateIntegration,
     CreatePipe,
+    CreateSchema,
     CreateStage,
     CreateTable,
     Defaults,
     Describe,
+    DescribeObject,
     Drop,
+    DropObject,
     Query,
     Show,
-    Statement,
     parse,
 )
-from floe.errors import CompilationError, ObjectNotFound, SqlError
-from floe.keypair import InvalidKey, fingerprint, load_public_key, public_key_body
+from floe.errors import CompilationError, PermissionDenied, SqlError
 from floe.keys import Keys
-from floe.patterns import like_matcher
 from floe.settings import Settings
-from services.auth import Principal, require_admin, require_pipe_privilege
+from services.access import MODELS, Need, active_roles, authorize, closure, everything, visible
+from services.auth import Principal
 from services.dedup import Deduper, retire_pipe
+from services.grants import GrantStatements, already_exists, created, like, status
 from services.query import QueryEngine, Result
 from services.queues import configure_bucket, ensure_queues
 
 log = logging.getLogger("floe.sql")
 
+SYSADMIN = "SYSADMIN"
+"""Owns the default database and schema, as it owns what administrators create in Snowflake."""
 
-def _created(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat(sep=" ", timespec="milliseconds")
-
-
-def _status(text: str) -> Result:
-    return Result(["STATUS"], [[text]])
-
-
-def _like(rows: list[dict[str, Any]], like: str | None) -> list[dict[str, Any]]:
-    """Rows whose name matches a SHOW ... LIKE pattern (% and _ wildcards, case-insensitive)."""
-    if like is None:
-        return rows
-    # Not a regex: a backtracking `.*` per % froze the API (issue 9); like_matcher is O(n*m).
-    match = like_matcher(like)
-    return [r for r in rows if match(str(r["name"]))]
-
-
-def _table(columns: list[str], rows: list[dict[str, Any]]) -> Result:
-    return Result(columns, [[r[c] for c in columns] for r in rows])
-
-
-def _fingerprint(body: str | None) -> str | None:
-    if not body:
-        return None
-    try:
-        return fingerprint(load_public_key(body))
-    except InvalidKey:
-        return None
-
-
-def _key_body(prop: str, text: str) -> str:
-    """A key as stored (normalised base64 DER); the error never repeats the key text."""
-    try:
-        return public_key_body(load_public_key(text))
-    except InvalidKey as exc:
-        raise CompilationError(f"invalid value for property {prop}: {exc.message}") from None
+SHOW_COLUMNS: dict[str, list[str]] = {
+    "DATABASE": ["created_on", "name", "owner", "comment"],
+    "SCHEMA": ["created_on", "name", "database_name", "owner", "comment"],
+    "INTEGRATION": ["name", "type", "category", "enabled", "comment", "created_on"],
+    "STAGE": [
+        "created_on",
+        "name",
+        "database_name",
+        "schema_name",
+        "url",
+        "has_credentials",
+        "storage_integration",
+        "owner",
+        "type",
+        "region",
+    ],
+    "TABLE": ["created_on", "name", "database_name", "schema_name", "kind", "rows", "bytes", "owner"],
+    "PIPE": [
+        "created_on",
+        "name",
+        "database_name",
+        "schema_name",
+        "definition",
+        "owner",
+        "notification_channel",
+        "comment",
+        "pattern",
+        "execution_state",
+    ],
+}
+"""The columns of each SHOW, in Snowflake's order (of the ones Floe has)."""
 
 
-USER_COLUMNS = [
-    "name",
-    "created_on",
-    "default_role",
-    "has_rsa_public_key",
-    "rsa_public_key_fp",
-    "rsa_public_key_2_fp",
-]
-ROLE_COLUMNS = ["created_on", "name", "assigned_to_users", "granted_to_roles", "granted_roles", "owner"]
-GRANT_COLUMNS = ["created_on", "privilege", "granted_on", "name", "granted_to", "grantee_name"]
-USER_GRANT_COLUMNS = ["created_on", "role", "granted_to", "grantee_name"]
+def within(url: str, location: str) -> bool:
+    """Whether a stage URL lies under an integration location ('*' is everywhere)."""
+    if location == "*":
+        return True
+    bucket, prefix = split_s3_url(url)
+    loc_bucket, loc_prefix = split_s3_url(location)
+    return bucket == loc_bucket and prefix.startswith(loc_prefix)
+
+
+def _parts(name: str) -> list[str]:
+    return name.split(".")
 
 
 class SqlExecutor:
@@ -131,6 +122,8 @@ class SqlExecutor:
         self.defaults = Defaults(settings.database, settings.schema_name)
         self._queue_arn: str | None = None
         self.engine = QueryEngine(settings, client, self.catalog, self.queue_arn)
+        self.grants = GrantStatements(self.catalog)
+        self.ensure_namespaces()
 
     def queue_arn(self) -> str:
         """ARN of Floe's ingest queue (created on first use)."""
@@ -138,69 +131,289 @@ class SqlExecutor:
             self._queue_arn = ensure_queues(aws_client(self.settings.aws, "sqs"), self.settings)[1]
         return self._queue_arn
 
-    def execute(self, sql: str, principal: Principal) -> Result:
-        """Run one statement as ``principal``; PermissionDenied if its roles may not."""
-        stmt = parse(sql, self.defaults)
-        handler: dict[type, Callable[[Any, Principal], Result]] = {
-            CreateStage: lambda s, _: self._create_stage(s),
-            CreateTable: lambda s, _: self._create_table(s),
+    def ensure_namespaces(self) -> None:
+        """The default database and schema, and one for every object stored before databases and
+        schemas were objects, so an older catalog keeps working (those belong to ACCOUNTADMIN)."""
+        default_db, default_schema = (
+            self.defaults.database,
+            f"{self.defaults.database}.{self.defaults.schema}",
+        )
+        databases = {default_db: SYSADMIN}
+        schemas = {default_schema: SYSADMIN}
+        placed: list[str] = [*self.catalog.all(Table), *self.catalog.all(Stage), *self.catalog.all(Pipe)]
+        for name in placed:
+            db, schema = _parts(name)[:2]
+            databases.setdefault(db, ADMIN_ROLE)
+            schemas.setdefault(f"{db}.{schema}", ADMIN_ROLE)
+        for db, owner in databases.items():
+            if self.catalog.find(Database, db) is None:
+                self.catalog.put(Database(name=db, owner=owner, created_ms=now_ms()))
+        for schema, owner in schemas.items():
+            if self.catalog.find(Schema, schema) is None:
+                self.catalog.put(Schema(name=schema, owner=owner, created_ms=now_ms()))
+
+    def handlers(self) -> dict[type, Callable[[Any, Principal], Result]]:
+        """Statement type -> the method that checks its privileges and runs it."""
+        return {
+            CreateDatabase: self._create_database,
+            CreateSchema: self._create_schema,
+            CreateIntegration: self._create_integration,
+            CreateStage: self._create_stage,
+            CreateTable: self._create_table,
             CreatePipe: self._create_pipe,
-            Show: lambda s, _: self._show(s),
-            Describe: lambda s, _: self._describe(s),
+            Show: self._show,
+            Describe: self._describe,
+            DescribeObject: self._describe_object,
             Drop: self._drop,
+            DropObject: self._drop_object,
             AlterPipe: self._alter_pipe,
-            Query: lambda q, _: self.engine.run(q.expression),
-            CreateUser: self._create_user,
-            AlterUser: self._alter_user,
-            DropUser: self._drop_user,
-            CreateRole: self._create_role,
-            DropRole: self._drop_role,
-            GrantRole: self._grant_role,
-            RevokeRole: self._revoke_role,
-            GrantPrivileges: self._grant_privileges,
-            RevokePrivileges: self._revoke_privileges,
-            ShowUsers: self._show_users,
-            ShowRoles: self._show_roles,
-            ShowGrantsToRole: self._show_grants_to_role,
-            ShowGrantsToUser: self._show_grants_to_user,
-            ShowGrantsOnPipe: self._show_grants_on_pipe,
-            DescribeUser: self._describe_user,
+            Query: lambda q, principal: self.engine.run(q.expression, self._check(principal)),
+            UseRole: self._use_role,
+            UseSecondaryRoles: self._use_secondary_roles,
+            **self.grants.handlers(),
         }
-        return handler[type(stmt)](stmt, principal)
 
-    def _exists(self, model: type[CatalogObject], name: str, stmt: Statement) -> Result | None:
-        if self.catalog.find(model, name) is None:
-            return None
+    def execute(self, sql: str, principal: Principal, role: str | None = None) -> Result:
+        """Run the statements in ``sql`` (one, or several separated by ';') as ``principal``, acting
+        as ``role`` when given. They form one session: USE ROLE and USE SECONDARY ROLES hold for
+        the statements after them. The answer is the last statement's."""
+        if role is not None:
+            principal = self.use_role(principal, role)
+        handlers = self.handlers()
+        result: Result | None = None
+        for text in statements(sql):
+            stmt = parse(text, self.defaults)
+            if isinstance(stmt, UseRole):
+                principal = self.use_role(principal, stmt.role)
+            elif isinstance(stmt, UseSecondaryRoles):
+                principal = principal.acting_as(None, secondary=stmt.all)
+            result = handlers[type(stmt)](stmt, principal)
+        if result is None:
+            raise CompilationError("empty SQL statement")
+        return result
+
+    def use_role(self, principal: Principal, role: str) -> Principal:
+        """``principal`` acting as ``role``, which must be granted to its user (directly or through
+        other roles)."""
+        name = role if role.startswith('"') else role.upper()
+        name = name.strip('"')
+        if name not in closure(self.catalog, principal.roles):
+            raise SqlError(
+                f"Requested role '{name}' is not assigned to the executing user. Specify another role to "
+                "activate.",
+                code="003013",
+                sql_state="42501",
+            )
+        return principal.acting_as(name)
+
+    def _authorize(self, principal: Principal, *needs: Need) -> None:
+        authorize(self.catalog, principal, *needs)
+
+    def _check(self, principal: Principal) -> Callable[[Need], None]:
+        """What the query engine calls for each table, pipe and load history a query reads."""
+        return lambda need: authorize(self.catalog, principal, need)
+
+    def _creating(self, principal: Principal, kind: str, schema: str) -> None:
+        """USAGE and CREATE <kind> on the schema a new object goes into."""
+        self._authorize(
+            principal, Need("SCHEMA", schema, ("USAGE",)), Need("SCHEMA", schema, (f"CREATE {kind}",))
+        )
+
+    def _existing(
+        self, principal: Principal, kind: str, name: str, stmt: Any
+    ) -> tuple[CatalogObject | None, Result | None]:
+        """The object a CREATE would replace, and the answer when IF NOT EXISTS means nothing to do.
+        (``_replacing`` checked the OWNERSHIP that replacing needs.)"""
+        old = self.catalog.find(MODELS[kind], name)
+        if old is None:
+            return None, None
         if getattr(stmt, "if_not_exists", False):
-            return _status(f"{name.split('.')[-1]} already exists, statement succeeded.")
+            return old, status(f"{_parts(name)[-1]} already exists, statement succeeded.")
         if not getattr(stmt, "replace", False):
-            raise SqlError(f"Object '{name}' already exists.", code="002002", sql_state="42710")
-        return None
+            raise already_exists(name)
+        return old, None
 
-    def _create_stage(self, s: CreateStage) -> Result:
-        name = str(s.name)
-        if (done := self._exists(Stage, name, s)) is not None:
+    def _replacing(self, principal: Principal, kind: str, name: str, stmt: Any) -> None:
+        """OR REPLACE of an existing object needs its OWNERSHIP (checked first: the most specific
+        refusal), besides what creating it needs."""
+        if getattr(stmt, "replace", False) and self.catalog.find(MODELS[kind], name) is not None:
+            self._authorize(principal, Need(kind, name, ("OWNERSHIP",)))
+
+    # ------------------------------------------------------------------ databases and schemas
+
+    def _create_database(self, s: CreateDatabase, principal: Principal) -> Result:
+        self._replacing(principal, "DATABASE", s.name, s)
+        self._authorize(principal, Need("ACCOUNT", "", ("CREATE DATABASE",)))
+        old, done = self._existing(principal, "DATABASE", s.name, s)
+        if done is not None:
             return done
+        if old is not None:
+            self._drop_namespace("DATABASE", s.name)
+        owner = principal.owner_role
+        when = now_ms()
+        self.catalog.put(Database(name=s.name, owner=owner, created_ms=when, comment=s.comment))
+        # Snowflake gives every new database a PUBLIC schema, owned by the database's owner.
+        self.catalog.put(Schema(name=f"{s.name}.PUBLIC", owner=owner, created_ms=when))
+        return status(f"Database {s.name} successfully created.")
+
+    def _create_schema(self, s: CreateSchema, principal: Principal) -> Result:
+        database = _parts(s.name)[0]
+        self._replacing(principal, "SCHEMA", s.name, s)
+        self._authorize(
+            principal, Need("DATABASE", database, ("USAGE",)), Need("DATABASE", database, ("CREATE SCHEMA",))
+        )
+        old, done = self._existing(principal, "SCHEMA", s.name, s)
+        if done is not None:
+            return done
+        if old is not None:
+            self._drop_namespace("SCHEMA", s.name)
+        self.catalog.put(
+            Schema(name=s.name, owner=principal.owner_role, created_ms=now_ms(), comment=s.comment)
+        )
+        return status(f"Schema {_parts(s.name)[-1]} successfully created.")
+
+    def _drop_namespace(self, kind: str, name: str) -> None:
+        """Drop a database or schema and everything in it (Snowflake's DROP ... CASCADE)."""
+        for pipe in [p for n, p in self.catalog.all(Pipe).items() if _inside(n, name)]:
+            self._remove_pipe(pipe)
+        for model in (Stage, Table) + ((Schema,) if kind == "DATABASE" else ()):
+            for obj_name in [n for n in self.catalog.all(model) if _inside(n, name)]:
+                self.catalog.delete(model, obj_name)
+        self.catalog.delete(MODELS[kind], name)
+        self.grants.revoke_all_under(name)
+
+    def _drop_object(self, s: DropObject, principal: Principal) -> Result:
+        if not self.grants.target(principal, s.kind, s.name, s.if_exists):
+            return status(f"Drop statement executed successfully ({_parts(s.name)[-1]} already dropped).")
+        if s.kind == "INTEGRATION":
+            users = sorted(
+                st.name for st in self.catalog.all(Stage).values() if st.storage_integration == s.name
+            )
+            self.catalog.delete(StorageIntegration, s.name)
+            self.grants.revoke_all("INTEGRATION", s.name)
+            if users:
+                log.warning("integration %s dropped; stages %s can no longer load", s.name, ", ".join(users))
+        else:
+            self._drop_namespace(s.kind, s.name)
+        return status(f"{_parts(s.name)[-1]} successfully dropped.")
+
+    # ------------------------------------------------------------------------- integrations
+
+    def _create_integration(self, s: CreateIntegration, principal: Principal) -> Result:
+        self._replacing(principal, "INTEGRATION", s.name, s)
+        self._authorize(principal, Need("ACCOUNT", "", ("CREATE INTEGRATION",)))
+        _old, done = self._existing(principal, "INTEGRATION", s.name, s)
+        if done is not None:
+            return done
+        tables_bucket = self.settings.pipeline.tables_bucket
+        if any(loc != "*" and split_s3_url(loc)[0] == tables_bucket for loc in s.allowed_locations):
+            raise CompilationError(
+                f"STORAGE_ALLOWED_LOCATIONS may not include Floe's tables bucket (s3://{tables_bucket}/): it "
+                "holds every table's encrypted blobs."
+            )
+        self.catalog.put(
+            StorageIntegration(
+                name=s.name,
+                enabled=s.enabled,
+                provider=s.provider,
+                allowed_locations=s.allowed_locations,
+                blocked_locations=s.blocked_locations,
+                owner=principal.owner_role,
+                created_ms=now_ms(),
+                comment=s.comment,
+            )
+        )
+        return status(f"Integration {s.name} successfully created.")
+
+    def check_location(self, principal: Principal, url: str, integration: str | None) -> None:
+        """A stage may read ``url`` only through an integration the principal may use, inside its
+        allowed locations and outside its blocked ones, and never Floe's tables bucket."""
+        bucket = split_s3_url(url)[0]
+        if bucket == self.settings.pipeline.tables_bucket:
+            raise PermissionDenied(
+                f"SQL access control error:\nURL '{url}' is in Floe's tables bucket, which holds every "
+                "table's blobs; no stage may read it."
+            )
+        if integration is None:
+            if self.settings.stages_without_integration:
+                return
+            raise PermissionDenied(
+                "SQL access control error:\nA stage needs STORAGE_INTEGRATION = <integration>: Floe reads S3 "
+                "with its own credentials, and the integration bounds where. Ask an ACCOUNTADMIN to "
+                "CREATE STORAGE INTEGRATION ... STORAGE_ALLOWED_LOCATIONS = (...) and GRANT USAGE on it "
+                "to your role."
+            )
+        self._authorize(principal, Need("INTEGRATION", integration, ("USAGE",)))
+        found = self.catalog.get(StorageIntegration, integration)
+        if not found.enabled:
+            raise SqlError(
+                f"Integration '{integration}' is disabled (ENABLED = FALSE).",
+                code="003001",
+                sql_state="42501",
+            )
+        if not any(within(url, loc) for loc in found.allowed_locations) or any(
+            within(url, loc) for loc in found.blocked_locations
+        ):
+            raise PermissionDenied(
+                f"SQL access control error:\nURL '{url}' is not allowed by integration '{integration}'. "
+                "Please use DESC INTEGRATION to check out allowed and blocked locations."
+            )
+
+    # --------------------------------------------------------------------- stages, tables, pipes
+
+    def _create_stage(self, s: CreateStage, principal: Principal) -> Result:
+        name = str(s.name)
+        self._replacing(principal, "STAGE", name, s)
+        self._creating(principal, "STAGE", f"{s.name.database}.{s.name.schema}")
+        old, done = self._existing(principal, "STAGE", name, s)
+        if done is not None:
+            return done
+        self.check_location(principal, s.url, s.storage_integration)
         FileFormat().merged(s.file_format)
-        self.catalog.put(Stage(name=name, url=s.url, file_format=s.file_format, created_ms=now_ms()))
-        return _status(f"Stage area {s.name.name} successfully created.")
+        owner = old.owner if old is not None else principal.owner_role
+        self.catalog.put(
+            Stage(
+                name=name,
+                url=s.url,
+                file_format=s.file_format,
+                storage_integration=s.storage_integration,
+                owner=owner,
+                created_ms=now_ms(),
+            )
+        )
+        if old is None:
+            self.grants.apply_future("STAGE", name)
+        return status(f"Stage area {s.name.name} successfully created.")
 
-    def _create_table(self, s: CreateTable) -> Result:
+    def _create_table(self, s: CreateTable, principal: Principal) -> Result:
         name = str(s.name)
-        if (done := self._exists(Table, name, s)) is not None:
+        self._replacing(principal, "TABLE", name, s)
+        self._creating(principal, "TABLE", f"{s.name.database}.{s.name.schema}")
+        old, done = self._existing(principal, "TABLE", name, s)
+        if done is not None:
             return done
-        self.catalog.put(Table(name=name, columns=s.columns, created_ms=now_ms()))
-        return _status(f"Table {s.name.name} successfully created.")
+        owner = old.owner if old is not None else principal.owner_role
+        self.catalog.put(Table(name=name, columns=s.columns, owner=owner, created_ms=now_ms()))
+        if old is None:
+            self.grants.apply_future("TABLE", name)
+        return status(f"Table {s.name.name} successfully created.")
 
     def _create_pipe(self, s: CreatePipe, principal: Principal) -> Result:
         name = str(s.name)
-        if (done := self._exists(Pipe, name, s)) is not None:
+        self._replacing(principal, "PIPE", name, s)
+        self._creating(principal, "PIPE", f"{s.name.database}.{s.name.schema}")
+        # The pipe loads with its owner's rights: it must be able to read the stage and write the table.
+        self._authorize(
+            principal, Need("TABLE", str(s.table), ("INSERT",)), Need("STAGE", str(s.stage), ("USAGE",))
+        )
+        old_obj, done = self._existing(principal, "PIPE", name, s)
+        if done is not None:
             return done
-        old = self.catalog.find(Pipe, name)
-        if old is not None:
-            require_pipe_privilege(self.catalog, principal, old, any_of=("OWNERSHIP",), action="replace")
+        old = old_obj if isinstance(old_obj, Pipe) else None
         stage = self.catalog.get(Stage, str(s.stage))
         table = self.catalog.get(Table, str(s.table))
+        # A stage whose integration narrowed or went away since it was created reads nothing more.
+        self.check_location(principal.acting_as(ADMIN_ROLE), stage.url, stage.storage_integration)
         targets = s.columns if s.columns is not None else [c.name for c in table.columns]
         for col in targets:
             if col not in {c.name for c in table.columns}:
@@ -231,7 +444,7 @@ class SqlExecutor:
             table_id=table.id,
             stage_url=stage.url,
             # A replaced pipe keeps its owner as it keeps its grants (docs/decisions.md).
-            owner=old.owner if old is not None else self._owner_for(principal),
+            owner=old.owner if old is not None else principal.owner_role,
             created_ms=now_ms(),
             comment=s.comment,
         )
@@ -240,17 +453,9 @@ class SqlExecutor:
         self.catalog.put(pipe)
         if old is not None:
             self._forget_pipe(old, successor=pipe)
-        return _status(f"Pipe {s.name.name} successfully created.")
-
-    def _owner_for(self, principal: Principal) -> str:
-        """The role that owns a pipe the principal creates."""
-        if principal.is_admin:
-            return ADMIN_ROLE
-        user = self.catalog.find(User, principal.user)
-        if user is not None and user.default_role is not None and user.default_role in principal.roles:
-            return user.default_role
-        granted = user.roles if user is not None else sorted(principal.roles)
-        return next((r for r in granted if r != "PUBLIC" and r in principal.roles), "PUBLIC")
+        else:
+            self.grants.apply_future("PIPE", name)
+        return status(f"Pipe {s.name.name} successfully created.")
 
     def _configure_notifications(
         self, bucket: str, extra: Pipe | None = None, without: Pipe | None = None
@@ -300,78 +505,78 @@ class SqlExecutor:
         if batch:
             self.redis.delete(*batch)
 
-    def _show(self, s: Show) -> Result:
-        rows: list[dict[str, Any]] = []
-        if s.kind == "STAGE":
-            for st in self.catalog.all(Stage).values():
-                db, schema, name = st.name.split(".")
-                rows.append(
-                    {
-                        "created_on": _created(st.created_ms),
-                        "name": name,
-                        "database_name": db,
-                        "schema_name": schema,
-                        "url": st.url,
-                        "has_credentials": "N",
-                        "type": "EXTERNAL",
-                        "region": self.settings.aws.region,
-                    }
-                )
-        elif s.kind == "TABLE":
-            for t in self.catalog.all(Table).values():
-                db, schema, name = t.name.split(".")
-                blobs = self.engine.manifest(t)
-                rows.append(
-                    {
-                        "created_on": _created(t.created_ms),
-                        "name": name,
-                        "database_name": db,
-                        "schema_name": schema,
-                        "kind": "TABLE",
-                        "rows": sum(b["rows"] for b in blobs),
-                        "bytes": sum(b["bytes"] for b in blobs),
-                        "owner": ADMIN_ROLE,
-                    }
-                )
-        else:
-            rows = [self._pipe_row(p) for p in self.catalog.all(Pipe).values()]
-        rows = _like(rows, s.like)
+    def _remove_pipe(self, pipe: Pipe) -> None:
+        """Delete a pipe with its queue, history and grants, and stop notifying it."""
+        self.catalog.delete(Pipe, pipe.name)
+        self.grants.revoke_all("PIPE", pipe.name)
+        self._forget_pipe(pipe)
+        if pipe.auto_ingest and self.settings.auto_configure_notifications:
+            try:
+                self._configure_notifications(pipe.bucket)
+            except SqlError as exc:
+                log.warning("could not update notifications of %s: %s", pipe.bucket, exc)
+
+    # ------------------------------------------------------------------------ SHOW and DESC
+
+    def _show(self, s: Show, principal: Principal) -> Result:
+        roles = active_roles(self.catalog, principal)
+        model = MODELS[s.kind]
+        objects = [
+            o
+            for n, o in self.catalog.all(model).items()
+            if visible(self.catalog, roles, s.kind, n) and (s.in_name is None or _inside(n, s.in_name))
+        ]
+        rows = [self._row(s.kind, o) for o in objects]
+        rows = like(rows, s.like)
         rows.sort(key=lambda r: str(r["name"]))
-        columns = list(rows[0].keys()) if rows else self._show_columns(s.kind)
+        columns = SHOW_COLUMNS[s.kind]
         return Result(columns, [[r[c] for c in columns] for r in rows])
 
-    @staticmethod
-    def _show_columns(kind: str) -> list[str]:
-        return {
-            "STAGE": [
-                "created_on",
-                "name",
-                "database_name",
-                "schema_name",
-                "url",
-                "has_credentials",
-                "type",
-                "region",
-            ],
-            "TABLE": ["created_on", "name", "database_name", "schema_name", "kind", "rows", "bytes", "owner"],
-            "PIPE": [
-                "created_on",
-                "name",
-                "database_name",
-                "schema_name",
-                "definition",
-                "owner",
-                "notification_channel",
-                "comment",
-                "pattern",
-                "execution_state",
-            ],
-        }[kind]
+    def _row(self, kind: str, obj: CatalogObject) -> dict[str, Any]:
+        parts = _parts(obj.name)
+        base = {
+            "created_on": created(obj.created_ms),
+            "name": parts[-1],
+            "owner": obj.owner,
+            "comment": obj.comment or "",
+        }
+        if kind == "DATABASE":
+            return base
+        if kind == "SCHEMA":
+            return {**base, "database_name": parts[0]}
+        if kind == "INTEGRATION":
+            assert isinstance(obj, StorageIntegration)
+            return {
+                **base,
+                "type": "EXTERNAL_STAGE",
+                "category": "STORAGE",
+                "enabled": str(obj.enabled).lower(),
+            }
+        placed = {**base, "database_name": parts[0], "schema_name": parts[1]}
+        if isinstance(obj, Stage):
+            return {
+                **placed,
+                "url": obj.url,
+                "has_credentials": "N",
+                "storage_integration": obj.storage_integration,
+                "type": "EXTERNAL",
+                "region": self.settings.aws.region,
+            }
+        if isinstance(obj, Table):
+            blobs = self.engine.manifest(obj)
+            return {
+                **placed,
+                "kind": "TABLE",
+                "rows": sum(b["rows"] for b in blobs),
+                "bytes": sum(b["bytes"] for b in blobs),
+            }
+        assert isinstance(obj, Pipe)
+        return self._pipe_row(obj)
 
     def _pipe_row(self, p: Pipe) -> dict[str, Any]:
-        db, schema, name = p.name.split(".")
+        db, schema, name = _parts(p.name)
         return {
-            "created_on": _created(p.created_ms),
+            "created_on": created(p.created_ms),
             "name": name,
             "database_name": db,
             "schema_name": schema,
@@ -383,8 +588,9 @@ class SqlExecutor:
             "execution_state": "PAUSED" if p.paused else "RUNNING",
         }
 
-    def _describe(self, s: Describe) -> Result:
+    def _describe(self, s: Describe, principal: Principal) -> Result:
         name = str(s.name)
+        self._authorize(principal, Need(s.kind, name, everything(s.kind)))
         if s.kind == "PIPE":
             row = self._pipe_row(self.catalog.get(Pipe, name))
             return Result(list(row), [list(row.values())])
@@ -397,316 +603,82 @@ class SqlExecutor:
         st = self.catalog.get(Stage, name)
         return Result(
             ["property", "value"],
-            [["URL", st.url], *[[k.upper(), str(v)] for k, v in st.file_format.items()]],
+            [
+                ["URL", st.url],
+                ["STORAGE_INTEGRATION", st.storage_integration],
+                *[[k.upper(), str(v)] for k, v in st.file_format.items()],
+            ],
         )
+
+    def _describe_object(self, s: DescribeObject, principal: Principal) -> Result:
+        self._authorize(principal, Need(s.kind, s.name, everything(s.kind)))
+        obj = self.catalog.get(MODELS[s.kind], s.name)
+        rows: list[list[Any]] = [
+            ["NAME", _parts(obj.name)[-1]],
+            ["OWNER", obj.owner],
+            ["COMMENT", obj.comment],
+        ]
+        if isinstance(obj, StorageIntegration):
+            rows += [
+                ["ENABLED", str(obj.enabled).lower()],
+                ["STORAGE_PROVIDER", obj.provider],
+                ["STORAGE_ALLOWED_LOCATIONS", ",".join(obj.allowed_locations)],
+                ["STORAGE_BLOCKED_LOCATIONS", ",".join(obj.blocked_locations)],
+            ]
+        return Result(["property", "value"], rows)
+
+    # -------------------------------------------------------------------------- DROP and ALTER
 
     def _drop(self, s: Drop, principal: Principal) -> Result:
         name = str(s.name)
-        kinds: dict[str, type[CatalogObject]] = {"STAGE": Stage, "TABLE": Table, "PIPE": Pipe}
-        model = kinds[s.kind]
-        if model is Pipe and (pipe := self.catalog.find(Pipe, name)) is not None:
-            require_pipe_privilege(self.catalog, principal, pipe, any_of=("OWNERSHIP",), action="drop")
-        removed = self.catalog.delete(model, name)
-        if removed is None:
-            if s.if_exists:
-                return _status(f"Drop statement executed successfully ({s.name.name} already dropped).")
-            self.catalog.get(model, name)  # raises the Snowflake-style "does not exist" error
+        model = MODELS[s.kind]
+        if not self.grants.target(principal, s.kind, name, s.if_exists):
+            return status(f"Drop statement executed successfully ({s.name.name} already dropped).")
+        removed = self.catalog.find(model, name)
         if isinstance(removed, Pipe):
-            self._revoke_all(removed.name)
-            self._forget_pipe(removed)
-            if removed.auto_ingest and self.settings.auto_configure_notifications:
-                try:
-                    self._configure_notifications(removed.bucket)
-                except SqlError as exc:
-                    log.warning("could not update notifications of %s: %s", removed.bucket, exc)
-        return _status(f"{s.name.name} successfully dropped.")
+            self._remove_pipe(removed)
+        else:
+            self.catalog.delete(model, name)
+            self.grants.revoke_all(s.kind, name)
+        return status(f"{s.name.name} successfully dropped.")
 
     def _alter_pipe(self, s: AlterPipe, principal: Principal) -> Result:
-        pipe = self.catalog.get(Pipe, str(s.name))
-        require_pipe_privilege(
-            self.catalog, principal, pipe, any_of=("OPERATE", "OWNERSHIP"), action="operate"
-        )
+        name = str(s.name)
+        self._authorize(principal, Need("PIPE", name, ("OPERATE", "OWNERSHIP")))
+        pipe = self.catalog.get(Pipe, name)
         self.catalog.put(pipe.model_copy(update={"paused": s.paused}))
-        return _status("Statement executed successfully.")
+        return status("Statement executed successfully.")
 
-    # ------------------------------------------------------------------ users, roles and grants
+    # ------------------------------------------------------------------------------ sessions
 
-    def _require_role(self, name: str) -> None:
-        if name not in BUILTIN_ROLES and self.catalog.find(Role, name) is None:
-            raise ObjectNotFound("role", name)
+    def _use_role(self, s: UseRole, principal: Principal) -> Result:
+        # ``execute`` switched the session's role already (use_role checks it is granted).
+        return status("Statement executed successfully.")
 
-    def _grantee(self, name: str) -> Role:
-        """The role that receives pipe grants; built-in roles get a catalog entry on first grant."""
-        role = self.catalog.find(Role, name)
-        if role is not None:
-            return role
-        if name in BUILTIN_ROLES:
-            return Role(name=name)
-        raise ObjectNotFound("role", name)
+    def _use_secondary_roles(self, s: UseSecondaryRoles, principal: Principal) -> Result:
+        return status("Statement executed successfully.")
 
-    def _set_grants(self, role: Role, pipe: str, privileges: list[str]) -> None:
-        # Copy: the catalog's cached objects must not change before the write is committed.
-        grants = dict(role.grants)
-        if privileges:
-            grants[pipe] = [p for p in PIPE_PRIVILEGES if p in privileges]
-        else:
-            grants.pop(pipe, None)
-        self.catalog.put(role.model_copy(update={"grants": grants}))
 
-    def _revoke_all(self, pipe: str) -> None:
-        """Remove every role's grants on a pipe."""
-        for role in list(self.catalog.all(Role).values()):
-            if pipe in role.grants:
-                self._set_grants(role, pipe, [])
+def statements(sql: str) -> list[str]:
+    """The statements of a request, split at the semicolons outside strings and quoted names."""
+    if ";" not in sql:
+        return [sql]
+    try:
+        tokens = Snowflake().tokenize(sql)
+    except TokenError as exc:  # an unterminated string or quoted name
+        raise CompilationError(f"syntax error: {exc}") from exc
+    out, start = [], 0
+    for token in tokens:
+        if token.token_type == TokenType.SEMICOLON:
+            out.append(sql[start : token.start])
+            start = token.end + 1
+    out.append(sql[start:])
+    return [text for text in out if text.strip()]
 
-    def _forget_role(self, name: str) -> None:
-        """Take a dropped role away from its users; its pipes go to ACCOUNTADMIN, as in Snowflake."""
-        for user in list(self.catalog.all(User).values()):
-            if name in user.roles:
-                roles = [r for r in user.roles if r != name]
-                self.catalog.put(user.model_copy(update={"roles": roles}))
-        for pipe in list(self.catalog.all(Pipe).values()):
-            if pipe.owner == name:
-                self.catalog.put(pipe.model_copy(update={"owner": ADMIN_ROLE}))
 
-    def _create_user(self, s: CreateUser, principal: Principal) -> Result:
-        require_admin(principal, "create users")
-        if self.catalog.find(User, s.name) is not None:
-            if s.if_not_exists:
-                return _status(f"{s.name} already exists, statement succeeded.")
-            if not s.replace:
-                raise SqlError(f"Object '{s.name}' already exists.", code="002002", sql_state="42710")
-        if s.default_role is not None:
-            self._require_role(s.default_role)
-        key = _key_body("RSA_PUBLIC_KEY", s.rsa_public_key) if s.rsa_public_key is not None else None
-        key2 = _key_body("RSA_PUBLIC_KEY_2", s.rsa_public_key_2) if s.rsa_public_key_2 is not None else None
-        # OR REPLACE makes a new user, so the old one's role grants go with it (as in Snowflake).
-        self.catalog.put(
-            User(
-                name=s.name,
-                rsa_public_key=key,
-                rsa_public_key_2=key2,
-                default_role=s.default_role,
-                created_ms=now_ms(),
-            )
-        )
-        return _status(f"User {s.name} successfully created.")
-
-    def _alter_user(self, s: AlterUser, principal: Principal) -> Result:
-        # Key rotation is self-service; anything else about a user is the administrator's.
-        if s.name != principal.user or not set(s.properties) <= set(KEY_PROPERTIES):
-            action = (
-                f"alter user '{s.name}' beyond its own RSA_PUBLIC_KEY and RSA_PUBLIC_KEY_2"
-                if s.name == principal.user
-                else f"alter user '{s.name}'"
-            )
-            require_admin(principal, action)
-        user = self.catalog.find(User, s.name)
-        if user is None:
-            if s.if_exists:
-                return _status("Statement executed successfully.")
-            raise ObjectNotFound("user", s.name)
-        update: dict[str, str | None] = {}
-        for prop, value in s.properties.items():
-            if prop in KEY_PROPERTIES:
-                update[prop.lower()] = None if value is None else _key_body(prop, value)
-            elif prop == "DEFAULT_ROLE":
-                if value is not None:
-                    self._require_role(value)
-                update["default_role"] = value
-        if update:
-            self.catalog.put(user.model_copy(update=update))
-        return _status("Statement executed successfully.")
-
-    def _drop_user(self, s: DropUser, principal: Principal) -> Result:
-        require_admin(principal, "drop users")
-        if self.catalog.delete(User, s.name) is None:
-            if s.if_exists:
-                return _status(f"Drop statement executed successfully ({s.name} already dropped).")
-            raise ObjectNotFound("user", s.name)
-        return _status(f"{s.name} successfully dropped.")
-
-    def _create_role(self, s: CreateRole, principal: Principal) -> Result:
-        require_admin(principal, "create roles")
-        exists = s.name in BUILTIN_ROLES or self.catalog.find(Role, s.name) is not None
-        if exists and s.if_not_exists:
-            return _status(f"{s.name} already exists, statement succeeded.")
-        if s.name in BUILTIN_ROLES:
-            raise CompilationError(
-                f"Role '{s.name}' is built in ({', '.join(BUILTIN_ROLES)}); it cannot be created, "
-                "replaced or dropped.",
-                code="002002",
-                sql_state="42710",
-            )
-        if exists:
-            if not s.replace:
-                raise SqlError(f"Object '{s.name}' already exists.", code="002002", sql_state="42710")
-            # OR REPLACE is DROP + CREATE: grants on the old role and its place in users go with it.
-            self._forget_role(s.name)
-        self.catalog.put(Role(name=s.name, created_ms=now_ms()))
-        return _status(f"Role {s.name} successfully created.")
-
-    def _drop_role(self, s: DropRole, principal: Principal) -> Result:
-        require_admin(principal, "drop roles")
-        if s.name in BUILTIN_ROLES:
-            raise CompilationError(
-                f"Role '{s.name}' is built in ({', '.join(BUILTIN_ROLES)}); it cannot be created, "
-                "replaced or dropped."
-            )
-        if self.catalog.delete(Role, s.name) is None:
-            if s.if_exists:
-                return _status(f"Drop statement executed successfully ({s.name} already dropped).")
-            raise ObjectNotFound("role", s.name)
-        self._forget_role(s.name)
-        return _status(f"{s.name} successfully dropped.")
-
-    def _grant_role(self, s: GrantRole, principal: Principal) -> Result:
-        require_admin(principal, "grant roles")
-        self._require_role(s.role)
-        user = self.catalog.get(User, s.user)
-        if s.role not in user.roles:
-            self.catalog.put(user.model_copy(update={"roles": [*user.roles, s.role]}))
-        return _status("Statement executed successfully.")
-
-    def _revoke_role(self, s: RevokeRole, principal: Principal) -> Result:
-        require_admin(principal, "revoke roles")
-        self._require_role(s.role)
-        user = self.catalog.get(User, s.user)
-        if s.role in user.roles:
-            self.catalog.put(user.model_copy(update={"roles": [r for r in user.roles if r != s.role]}))
-        return _status("Statement executed successfully.")
-
-    def _grant_privileges(self, s: GrantPrivileges, principal: Principal) -> Result:
-        require_admin(principal, "grant privileges")
-        pipe = self.catalog.get(Pipe, str(s.pipe))
-        if s.privileges == ["OWNERSHIP"]:
-            self._require_role(s.role)
-            if s.current_grants == "REVOKE":
-                self._revoke_all(pipe.name)
-            self.catalog.put(pipe.model_copy(update={"owner": s.role}))
-        else:
-            role = self._grantee(s.role)
-            self._set_grants(role, pipe.name, [*role.grants.get(pipe.name, []), *s.privileges])
-        return _status("Statement executed successfully.")
-
-    def _revoke_privileges(self, s: RevokePrivileges, principal: Principal) -> Result:
-        require_admin(principal, "revoke privileges")
-        if "OWNERSHIP" in s.privileges:
-            raise CompilationError(
-                "OWNERSHIP cannot be revoked; transfer it with GRANT OWNERSHIP ON PIPE <pipe> TO ROLE <role>."
-            )
-        pipe = self.catalog.get(Pipe, str(s.pipe))
-        role = self._grantee(s.role)
-        held = role.grants.get(pipe.name, [])
-        if held:
-            self._set_grants(role, pipe.name, [p for p in held if p not in s.privileges])
-        return _status("Statement executed successfully.")
-
-    def _show_users(self, s: ShowUsers, principal: Principal) -> Result:
-        require_admin(principal, "show users")
-        rows = [
-            {
-                "name": u.name,
-                "created_on": _created(u.created_ms),
-                "default_role": u.default_role,
-                "has_rsa_public_key": "true" if u.rsa_public_key or u.rsa_public_key_2 else "false",
-                "rsa_public_key_fp": _fingerprint(u.rsa_public_key),
-                "rsa_public_key_2_fp": _fingerprint(u.rsa_public_key_2),
-            }
-            for u in self.catalog.all(User).values()
-        ]
-        return _table(USER_COLUMNS, sorted(_like(rows, s.like), key=lambda r: str(r["name"])))
-
-    def _show_roles(self, s: ShowRoles, principal: Principal) -> Result:
-        require_admin(principal, "show roles")
-        users = list(self.catalog.all(User).values())
-        # A built-in role is in the catalog only once something was granted to it.
-        roles = {name: Role(name=name) for name in BUILTIN_ROLES} | self.catalog.all(Role)
-        rows = [
-            {
-                "created_on": _created(r.created_ms) if r.created_ms else None,
-                "name": r.name,
-                "assigned_to_users": sum(r.name in u.roles for u in users),
-                "granted_to_roles": 0,
-                "granted_roles": 0,
-                "owner": "" if r.name in BUILTIN_ROLES else ADMIN_ROLE,
-            }
-            for r in roles.values()
-        ]
-        return _table(ROLE_COLUMNS, sorted(_like(rows, s.like), key=lambda r: str(r["name"])))
-
-    @staticmethod
-    def _grant_row(privilege: str, pipe: Pipe, role: str, role_created_ms: int) -> dict[str, Any]:
-        # Grants carry no timestamp of their own; neither can predate the pipe or the role.
-        return {
-            "created_on": _created(max(pipe.created_ms, role_created_ms)),
-            "privilege": privilege,
-            "granted_on": "PIPE",
-            "name": pipe.name,
-            "granted_to": "ROLE",
-            "grantee_name": role,
-        }
-
-    def _show_grants_to_role(self, s: ShowGrantsToRole, principal: Principal) -> Result:
-        require_admin(principal, "show grants")
-        role = self._grantee(s.role)
-        pipes = self.catalog.all(Pipe)
-        rows = [
-            self._grant_row("OWNERSHIP", p, role.name, role.created_ms)
-            for p in pipes.values()
-            if p.owner == role.name
-        ]
-        for name, privileges in role.grants.items():
-            if name in pipes:  # skips grants on a pipe dropped meanwhile
-                rows += [
-                    self._grant_row(priv, pipes[name], role.name, role.created_ms) for priv in privileges
-                ]
-        rows.sort(key=lambda r: (r["name"], PIPE_PRIVILEGES.index(r["privilege"])))
-        return _table(GRANT_COLUMNS, rows)
-
-    def _show_grants_on_pipe(self, s: ShowGrantsOnPipe, principal: Principal) -> Result:
-        require_admin(principal, "show grants")
-        pipe = self.catalog.get(Pipe, str(s.pipe))
-        roles = self.catalog.all(Role)
-        owner = roles.get(pipe.owner)
-        rows = [self._grant_row("OWNERSHIP", pipe, pipe.owner, owner.created_ms if owner else 0)]
-        for role in roles.values():
-            for priv in role.grants.get(pipe.name, []):
-                rows.append(self._grant_row(priv, pipe, role.name, role.created_ms))
-        rows.sort(key=lambda r: (PIPE_PRIVILEGES.index(r["privilege"]), r["grantee_name"]))
-        return _table(GRANT_COLUMNS, rows)
-
-    def _show_grants_to_user(self, s: ShowGrantsToUser, principal: Principal) -> Result:
-        if s.user != principal.user:
-            require_admin(principal, f"show the grants of user '{s.user}'")
-        user = self.catalog.get(User, s.user)
-        roles = self.catalog.all(Role)
-        rows = []
-        for name in user.roles:
-            role = roles.get(name)
-            rows.append(
-                {
-                    "created_on": _created(max(user.created_ms, role.created_ms if role else 0)),
-                    "role": name,
-                    "granted_to": "USER",
-                    "grantee_name": user.name,
-                }
-            )
-        return _table(USER_GRANT_COLUMNS, rows)
-
-    def _describe_user(self, s: DescribeUser, principal: Principal) -> Result:
-        if s.name != principal.user:
-            require_admin(principal, f"describe user '{s.name}'")
-        user = self.catalog.get(User, s.name)
-        return Result(
-            ["property", "value"],
-            [
-                ["NAME", user.name],
-                ["DEFAULT_ROLE", user.default_role],
-                ["RSA_PUBLIC_KEY_FP", _fingerprint(user.rsa_public_key)],
-                ["RSA_PUBLIC_KEY_2_FP", _fingerprint(user.rsa_public_key_2)],
-            ],
-        )
+def _inside(name: str, container: str) -> bool:
+    """Whether ``name`` lies inside the database or schema ``container``."""
+    return name.startswith(container + ".")
 
 
 def _accepts(successor: Pipe, old: Pipe, path: str) -> bool:

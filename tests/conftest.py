@@ -198,10 +198,19 @@ def stack(services: Settings, tmp_path_factory: pytest.TempPathFactory) -> Itera
     try:
         for name in ("api", "consumer", "pipeline"):
             st.start(name)
+        st.sql(TEST_INTEGRATION)
         yield st
     finally:
         for name in list(st.procs):
             st.stop(name)
+
+
+TEST_INTEGRATION = (
+    "CREATE STORAGE INTEGRATION IF NOT EXISTS floe_tests TYPE = EXTERNAL_STAGE STORAGE_PROVIDER = 'S3' "
+    "ENABLED = TRUE STORAGE_ALLOWED_LOCATIONS = ('*')"
+)
+"""The integration every test stage reads through: a stage needs one, and the tests' buckets are
+random. (tests/services/test_access.py tests integrations with real bounds.)"""
 
 
 @pytest.fixture

@@ -1,36 +1,53 @@
-"""The catalog: stages, tables, pipes, users and roles, their Snowflake DDL, and their store in Redis."""
+"""The catalog: databases, schemas, stages, tables, pipes, integrations, users and roles, their
+Snowflake DDL, and their store in Redis."""
 
 from floe.catalog.models import (
     ADMIN_ROLE,
-    BUILTIN_ROLES,
-    PIPE_PRIVILEGES,
+    PRIVILEGES,
+    SYSTEM_HIERARCHY,
+    SYSTEM_PRIVILEGES,
+    SYSTEM_ROLES,
     CatalogObject,
     Column,
     CopySpec,
+    Database,
     FileFormat,
+    ObjectKind,
     Pipe,
     Role,
+    Schema,
     Stage,
+    StorageIntegration,
     Table,
     User,
+    future_key,
+    grant_key,
     split_s3_url,
 )
 from floe.catalog.store import Catalog, now_ms
 
 __all__ = [
     "ADMIN_ROLE",
-    "BUILTIN_ROLES",
-    "PIPE_PRIVILEGES",
+    "PRIVILEGES",
+    "SYSTEM_HIERARCHY",
+    "SYSTEM_PRIVILEGES",
+    "SYSTEM_ROLES",
     "Catalog",
     "CatalogObject",
     "Column",
     "CopySpec",
+    "Database",
     "FileFormat",
+    "ObjectKind",
     "Pipe",
     "Role",
+    "Schema",
     "Stage",
+    "StorageIntegration",
     "Table",
     "User",
+    "future_key",
+    "grant_key",
     "now_ms",
     "split_s3_url",
 ]

@@ -1,9 +1,10 @@
-"""Access-control statements: users, roles and pipe grants, parsed by hand.
+"""Access-control statements: users, roles, grants and the session's roles, parsed by hand.
 
 sqlglot parses none of these (it falls back to ``exp.Command``), so a small scanner of anchored
 regexes reads them and reports syntax errors the way Snowflake does, with line and position.
-User and role names live at account level and are never qualified; pipe names are qualified like
-every other object.
+``floe.catalog.ddl`` uses the same scanner for the statements sqlglot does not read either.
+User, role, database and integration names live at account level and are one identifier; a
+schema's name is DB.SCHEMA, and tables, stages and pipes are qualified to DB.SCHEMA.NAME.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from floe.catalog.models import PIPE_PRIVILEGES
+from floe.catalog.models import PRIVILEGES
 from floe.catalog.names import IDENT, QNAME, Defaults, Name, check_identifier, qualify
 from floe.errors import CompilationError
 
@@ -46,9 +47,6 @@ IGNORED_USER_PROPERTIES = frozenset(
         "NETWORK_POLICY",
     }
 )
-
-GRANTABLE = ("OPERATE", "MONITOR")
-"""What ALL [PRIVILEGES] on a pipe stands for (OWNERSHIP is transferred, not shared)."""
 
 
 @dataclass
@@ -99,38 +97,67 @@ class DropRole:
 
 
 @dataclass
-class GrantRole:
-    """GRANT ROLE role TO USER user."""
+class Securable:
+    """An object a privilege is granted on."""
 
-    role: str
-    user: str
+    kind: str
+    """One of ObjectKind: ACCOUNT, DATABASE, SCHEMA, TABLE, STAGE, PIPE, INTEGRATION, ROLE or USER."""
+    name: str
+    """'' for ACCOUNT; DB for DATABASE; DB.S for SCHEMA; DB.S.N for TABLE, STAGE and PIPE; one
+    identifier for INTEGRATION, ROLE and USER."""
 
 
 @dataclass
-class RevokeRole:
-    """REVOKE ROLE role FROM USER user."""
+class Bulk:
+    """ON ALL | FUTURE <kind>S IN SCHEMA s | IN DATABASE d."""
 
-    role: str
-    user: str
+    future: bool
+    """FUTURE (objects created from now on) rather than ALL (the objects there now)."""
+    kind: str
+    """TABLE, STAGE or PIPE (TABLES, STAGES, PIPES in the SQL)."""
+    container_kind: str
+    """SCHEMA or DATABASE."""
+    container: str
+    """DB.S for a schema, DB for a database."""
 
 
 @dataclass
 class GrantPrivileges:
-    """GRANT priv, ... ON PIPE pipe TO ROLE role [COPY | REVOKE CURRENT GRANTS]."""
+    """GRANT priv, ... | ALL [PRIVILEGES] | OWNERSHIP ON <object> | ON ALL | FUTURE ... TO ROLE role."""
 
     privileges: list[str]
-    pipe: Name
+    """Valid for the object's kind, in PRIVILEGES order without duplicates; or ['OWNERSHIP'] alone."""
+    on: Securable | Bulk
     role: str
     current_grants: Literal["COPY", "REVOKE"] | None = None
+    """COPY | REVOKE CURRENT GRANTS, only with OWNERSHIP."""
 
 
 @dataclass
 class RevokePrivileges:
-    """REVOKE priv, ... ON PIPE pipe FROM ROLE role."""
+    """REVOKE priv, ... ON <object> | ON ALL | FUTURE ... FROM ROLE role [RESTRICT | CASCADE]."""
 
     privileges: list[str]
-    pipe: Name
+    on: Securable | Bulk
     role: str
+
+
+@dataclass
+class GrantRole:
+    """GRANT ROLE role TO ROLE grantee | TO USER grantee."""
+
+    role: str
+    to_kind: Literal["ROLE", "USER"]
+    grantee: str
+
+
+@dataclass
+class RevokeRole:
+    """REVOKE ROLE role FROM ROLE grantee | FROM USER grantee."""
+
+    role: str
+    from_kind: Literal["ROLE", "USER"]
+    grantee: str
 
 
 @dataclass
@@ -162,10 +189,34 @@ class ShowGrantsToUser:
 
 
 @dataclass
-class ShowGrantsOnPipe:
-    """SHOW GRANTS ON PIPE pipe."""
+class ShowGrantsOn:
+    """SHOW GRANTS ON ACCOUNT | ON <kind> <name>."""
 
-    pipe: Name
+    on: Securable
+
+
+@dataclass
+class ShowFutureGrants:
+    """SHOW FUTURE GRANTS IN SCHEMA s | IN DATABASE d."""
+
+    container_kind: str
+    """SCHEMA or DATABASE."""
+    container: str
+    """DB.S for a schema, DB for a database."""
+
+
+@dataclass
+class UseRole:
+    """USE ROLE role."""
+
+    role: str
+
+
+@dataclass
+class UseSecondaryRoles:
+    """USE SECONDARY ROLES ALL | NONE."""
+
+    all: bool
 
 
 @dataclass
@@ -189,7 +240,10 @@ AccessStatement = (
     | ShowRoles
     | ShowGrantsToRole
     | ShowGrantsToUser
-    | ShowGrantsOnPipe
+    | ShowGrantsOn
+    | ShowFutureGrants
+    | UseRole
+    | UseSecondaryRoles
     | DescribeUser
 )
 
@@ -200,11 +254,30 @@ _VALUE = rf"{_STRING}|\([^()']*(?:{_STRING}[^()']*)*\)|\"[^\"]+\"|[^\s,;()']+"
 _PROPERTY = rf"(?P<key>[A-Za-z_]\w*)\s*=\s*(?P<value>{_VALUE})"
 _HEAD = re.compile(
     r"^\s*(?:CREATE\s+(?:OR\s+REPLACE\s+)?(?:USER|ROLE)\b|ALTER\s+USER\b|DROP\s+(?:USER|ROLE)\b"
-    r"|GRANT\b|REVOKE\b|SHOW\s+(?:USERS|ROLES|GRANTS)\b|DESC(?:RIBE)?\s+USER\b)",
+    r"|GRANT\b|REVOKE\b|SHOW\s+(?:USERS|ROLES|GRANTS|FUTURE\s+GRANTS)\b|DESC(?:RIBE)?\s+USER\b"
+    r"|USE\s+(?:ROLE|SECONDARY\s+ROLES)\b)",
     re.IGNORECASE,
 )
 _PATTERNS: dict[str, re.Pattern[str]] = {}
 _REST_IS_BLANK = re.compile(r"\s*\Z")
+_WORD = r"[A-Za-z_]\w*"
+# What GRANT ... ON names, in the SQL. Snowflake spells an integration either way in grants.
+_ON_KIND = r"(?P<kind>ACCOUNT|DATABASE|SCHEMA|TABLE|STAGE|PIPE|(?:STORAGE\s+)?INTEGRATION|ROLE|USER)\b"
+_ON_KINDS = "ACCOUNT, DATABASE, SCHEMA, TABLE, STAGE, PIPE, INTEGRATION, ROLE or USER"
+_IN_CONTAINER = r"IN\s+(?P<kind>SCHEMA|DATABASE)\b"
+_THREE_PARTS = ("TABLE", "STAGE", "PIPE")
+"""Kinds named DB.SCHEMA.NAME (a schema is DB.SCHEMA; the others are one identifier)."""
+_NOUNS = {
+    "ACCOUNT": "the account",
+    "DATABASE": "a database",
+    "SCHEMA": "a schema",
+    "TABLE": "a table",
+    "STAGE": "a stage",
+    "PIPE": "a pipe",
+    "INTEGRATION": "an integration",
+    "ROLE": "a role",
+    "USER": "a user",
+}
 
 # The scanner's patterns see user SQL, so each must stay linear under Python's backtracking engine:
 # every one is matched at the cursor only (never searched), and none has two neighbouring quantified
@@ -212,7 +285,7 @@ _REST_IS_BLANK = re.compile(r"\s*\Z")
 # every loop consumes text or ends (tests/floe/catalog/test_parse_linear.py times 100k inputs).
 
 
-class _Scanner:
+class Scanner:
     """A cursor over one statement; every step is an anchored regex, so an error can say where."""
 
     def __init__(self, text: str) -> None:
@@ -236,6 +309,10 @@ class _Scanner:
         if m is None:
             raise self.error(expected)
         return m
+
+    def word(self, pattern: str, expected: str) -> str:
+        """The upper-cased keyword(s) ``pattern`` matched, blanks between words made single spaces."""
+        return " ".join(self.expect(pattern, expected).group(0).split()).upper()
 
     def at_end(self) -> bool:
         """Whether only whitespace is left."""
@@ -261,9 +338,59 @@ class _Scanner:
             f"{self.what} expects {expected}."
         )
 
+    def ident(self, kind: str) -> str:
+        """One identifier naming a ``kind`` (user, role, database, integration)."""
+        article = "an" if kind[:1] in "aeio" else "a"  # an integration, a user
+        return _ident(self.expect(IDENT, f"{article} {kind} name").group(0).strip())
+
+    def qualified(self, kind: str, defaults: Defaults) -> Name:
+        """A table, stage or pipe name, qualified against ``defaults``."""
+        return qualify(self.expect(QNAME, f"a {kind} name").group(0).strip(), defaults)
+
+    def schema(self, defaults: Defaults) -> str:
+        """A schema name as DB.SCHEMA."""
+        return qualify_schema(self.expect(QNAME, "a schema name").group(0).strip(), defaults)
+
+    def object_name(self, kind: str, defaults: Defaults) -> str:
+        """The name of an object of ``kind`` as grants and the catalog spell it (see Securable)."""
+        if kind == "ACCOUNT":
+            return ""
+        if kind == "SCHEMA":
+            return self.schema(defaults)
+        if kind in _THREE_PARTS:
+            return str(self.qualified(kind.lower(), defaults))
+        return self.ident(kind.lower())
+
+    def string(self, expected: str) -> str:
+        """A quoted string, unescaped."""
+        return _string(self.expect(_STRING, expected).group(0).strip())
+
+    def value(self, expected: str) -> str:
+        """An option's value: a quoted string unescaped, or a bare word as written."""
+        return _string(self.expect(rf"{_STRING}|{_WORD}", expected).group(0).strip())
+
+    def like(self) -> str | None:
+        """The pattern of an optional LIKE '...'."""
+        if self.take(r"LIKE\b") is None:
+            return None
+        return self.string("a quoted pattern after LIKE")
+
+
+def qualify_schema(text: str, defaults: Defaults) -> str:
+    """A schema name as DB.SCHEMA: quoted parts as written, bare ones upper-cased, the database
+    from ``defaults`` when only the schema is named."""
+    parts = [p[1:-1] if p.startswith('"') else p.upper() for p in re.findall(IDENT, text)]
+    if not 1 <= len(parts) <= 2:
+        raise CompilationError(
+            f"invalid schema name '{text}'; name a schema as <schema> or <database>.<schema>"
+        )
+    if len(parts) == 1:
+        parts.insert(0, defaults.database)
+    return ".".join(check_identifier(p) for p in parts)
+
 
 def _ident(token: str) -> str:
-    """A user or role name: upper-cased unless double-quoted."""
+    """An identifier: upper-cased unless double-quoted."""
     return check_identifier(token[1:-1] if token.startswith('"') else token.upper())
 
 
@@ -282,21 +409,7 @@ def _role_value(token: str) -> str:
     return _ident(text)
 
 
-def _name(sc: _Scanner, kind: str) -> str:
-    return _ident(sc.expect(IDENT, f"a {kind} name").group(0).strip())
-
-
-def _pipe(sc: _Scanner, defaults: Defaults) -> Name:
-    return qualify(sc.expect(QNAME, "a pipe name").group(0).strip(), defaults)
-
-
-def _like(sc: _Scanner) -> str | None:
-    if sc.take(r"LIKE\b") is None:
-        return None
-    return _string(sc.expect(_STRING, "a quoted pattern after LIKE").group(0).strip())
-
-
-def _user_props(sc: _Scanner, need_one: bool) -> dict[str, str]:
+def _user_props(sc: Scanner, need_one: bool) -> dict[str, str]:
     """``NAME = value`` pairs, optionally comma-separated, with user property names checked."""
     props: dict[str, str] = {}
     while not sc.at_end():
@@ -322,10 +435,10 @@ def _user_props(sc: _Scanner, need_one: bool) -> dict[str, str]:
     return props
 
 
-def _create_user(sc: _Scanner, replace: bool) -> CreateUser:
+def _create_user(sc: Scanner, replace: bool) -> CreateUser:
     sc.what = "CREATE USER"
     ine = sc.take(r"IF\s+NOT\s+EXISTS\b") is not None
-    name = _name(sc, "user")
+    name = sc.ident("user")
     props = _user_props(sc, need_one=False)
     role = props.get("DEFAULT_ROLE")
     return CreateUser(
@@ -338,10 +451,10 @@ def _create_user(sc: _Scanner, replace: bool) -> CreateUser:
     )
 
 
-def _alter_user(sc: _Scanner) -> AlterUser:
+def _alter_user(sc: Scanner) -> AlterUser:
     sc.what = "ALTER USER"
     ie = sc.take(r"IF\s+EXISTS\b") is not None
-    name = _name(sc, "user")
+    name = sc.ident("user")
     out: dict[str, str | None] = {}
     if sc.take(r"SET\b"):
         for key, value in _user_props(sc, need_one=True).items():
@@ -352,7 +465,7 @@ def _alter_user(sc: _Scanner) -> AlterUser:
         return AlterUser(name, out, ie)
     sc.expect(r"UNSET\b", "SET or UNSET (Floe does not support other ALTER USER forms)")
     while True:
-        key = sc.expect(r"[A-Za-z_]\w*", "a property name").group(0).strip().upper()
+        key = sc.expect(_WORD, "a property name").group(0).strip().upper()
         if key not in USER_PROPERTIES and key not in IGNORED_USER_PROPERTIES:
             raise CompilationError(f"invalid property '{key}' for USER")
         out[key] = None
@@ -362,104 +475,226 @@ def _alter_user(sc: _Scanner) -> AlterUser:
     return AlterUser(name, out, ie)
 
 
-def _create_role(sc: _Scanner, replace: bool) -> CreateRole:
+def _create(sc: Scanner) -> CreateUser | CreateRole:
+    replace = sc.take(r"OR\s+REPLACE\b") is not None
+    if sc.take(r"USER\b"):
+        return _create_user(sc, replace)
+    sc.expect(r"ROLE\b", "USER or ROLE")
     sc.what = "CREATE ROLE"
     ine = sc.take(r"IF\s+NOT\s+EXISTS\b") is not None
-    name = _name(sc, "role")
+    name = sc.ident("role")
     comment: str | None = None
     if sc.take(r"COMMENT\s*=") is not None:
-        comment = _string(sc.expect(_STRING, "a quoted comment").group(0).strip())
+        comment = sc.string("a quoted comment")
     sc.end()
     return CreateRole(name, comment, replace, ine)
 
 
-def _privileges(sc: _Scanner) -> list[str]:
-    """Privilege list, ALL [PRIVILEGES] expanded, in PIPE_PRIVILEGES order without duplicates."""
+def _drop(sc: Scanner) -> DropUser | DropRole:
+    kind = sc.word(r"USER\b|ROLE\b", "USER or ROLE")
+    sc.what = f"DROP {kind}"
+    ie = sc.take(r"IF\s+EXISTS\b") is not None
+    name = sc.ident(kind.lower())
+    sc.end()
+    return DropUser(name, ie) if kind == "USER" else DropRole(name, ie)
+
+
+def _privilege(sc: Scanner) -> str:
+    """One privilege as written, upper-cased: a word, ALL [PRIVILEGES], or two words (CREATE TABLE,
+    CREATE FILE FORMAT, MANAGE GRANTS)."""
+    word = sc.word(rf"(?!ON\b){_WORD}", "a privilege")
+    if word == "ALL":
+        sc.take(r"PRIVILEGES\b")
+    elif word == "CREATE":
+        # Any word, not just Floe's kinds, so CREATE VIEW is refused as a privilege, not as syntax.
+        return "CREATE " + sc.word(
+            rf"FILE\s+FORMAT\b|(?!ON\b){_WORD}", "the kind of object after CREATE, such as CREATE TABLE"
+        )
+    elif word == "MANAGE":
+        return "MANAGE " + sc.word(r"GRANTS\b", "GRANTS (MANAGE GRANTS)")
+    return word
+
+
+def _privilege_words(sc: Scanner) -> list[str]:
+    """The comma-separated privileges before ON, not yet checked against the object's kind."""
+    words = [_privilege(sc)]
+    while sc.take(",") is not None:
+        words.append(_privilege(sc))
+    return words
+
+
+def shortened(text: str, limit: int = 40) -> str:
+    """``text``, cut to ``limit`` characters for an error message that echoes it."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _invalid_privilege(word: str, kind: str) -> CompilationError:
+    """A privilege ``kind`` does not take, and the ones it does."""
+    word = shortened(word)
+    if not PRIVILEGES[kind]:
+        return CompilationError(
+            f"invalid privilege '{word}' on {_NOUNS[kind]}; {_NOUNS[kind]} takes only OWNERSHIP "
+            f"(GRANT OWNERSHIP ON {kind} <name> TO ROLE <role>); to pass a role's privileges on to another "
+            "role, GRANT ROLE <role> TO ROLE <other role>"
+        )
+    ownership = "" if kind == "ACCOUNT" else ", or OWNERSHIP on its own"
+    return CompilationError(
+        f"invalid privilege '{word}' on {_NOUNS[kind]}; {kind.lower()} privileges are "
+        f"{', '.join(PRIVILEGES[kind])} and ALL [PRIVILEGES]{ownership}"
+    )
+
+
+def _checked(words: list[str], kind: str, verb: str) -> list[str]:
+    """``words`` as privileges on ``kind``: ALL expanded, in PRIVILEGES order, no duplicates; or
+    OWNERSHIP alone, which is transferred rather than shared."""
+    if "OWNERSHIP" in words:
+        if kind == "ACCOUNT":
+            raise CompilationError(
+                "the account has no owner: OWNERSHIP cannot be granted on it; account privileges are "
+                f"{', '.join(PRIVILEGES['ACCOUNT'])} and ALL [PRIVILEGES]"
+            )
+        if len(set(words)) > 1:
+            to, done = ("TO", "granted") if verb == "GRANT" else ("FROM", "revoked")
+            raise CompilationError(
+                f"OWNERSHIP must be {done} on its own: {verb} OWNERSHIP ON {kind} <name> {to} ROLE "
+                f"<role>, and the other privileges in a {verb} of their own"
+            )
+        return ["OWNERSHIP"]
+    valid = PRIVILEGES[kind]
     found: set[str] = set()
-    while True:
-        word = sc.expect(r"ALL(?:\s+PRIVILEGES)?\b|[A-Za-z_]\w*", "a privilege").group(0).strip().upper()
-        if word.split()[0] == "ALL":
-            found.update(GRANTABLE)
-        elif word in PIPE_PRIVILEGES:
+    for word in words:
+        if word == "ALL" and valid:
+            found.update(valid)
+        elif word in valid:
             found.add(word)
         else:
-            raise CompilationError(
-                f"invalid privilege '{word}' on a pipe; pipe privileges are "
-                f"{', '.join(PIPE_PRIVILEGES)} and ALL [PRIVILEGES] (= {' and '.join(GRANTABLE)})."
-            )
-        if sc.take(",") is None:
-            break
-    return [p for p in PIPE_PRIVILEGES if p in found]
+            raise _invalid_privilege("ALL PRIVILEGES" if word == "ALL" else word, kind)
+    return [p for p in valid if p in found]
 
 
-def _grant(sc: _Scanner, defaults: Defaults) -> GrantRole | GrantPrivileges:
+def _container(sc: Scanner, defaults: Defaults) -> tuple[str, str]:
+    """IN SCHEMA s | IN DATABASE d, as (kind, name)."""
+    kind = sc.expect(_IN_CONTAINER, "IN SCHEMA <schema> or IN DATABASE <database>").group("kind").upper()
+    return kind, sc.object_name(kind, defaults)
+
+
+def _securable(sc: Scanner, defaults: Defaults) -> Securable:
+    """ACCOUNT, or a kind and a name."""
+    kind = sc.expect(_ON_KIND, _ON_KINDS).group("kind").split()[-1].upper()
+    return Securable(kind, sc.object_name(kind, defaults))
+
+
+def _target(sc: Scanner, defaults: Defaults) -> Securable | Bulk:
+    """What follows GRANT's or REVOKE's ON: one object, or ALL | FUTURE objects in a container."""
+    m = sc.take(r"(?P<when>ALL|FUTURE)\b")
+    if m is None:
+        return _securable(sc, defaults)
+    when = m.group("when").upper()
+    plural = sc.word(r"TABLES\b|STAGES\b|PIPES\b", f"TABLES, STAGES or PIPES after ON {when}")
+    container_kind, container = _container(sc, defaults)
+    return Bulk(when == "FUTURE", plural[:-1], container_kind, container)
+
+
+def _role_grant(sc: Scanner, verb: str) -> tuple[str, Literal["ROLE", "USER"], str]:
+    """GRANT ROLE's or REVOKE ROLE's role, grantee kind and grantee, after the ROLE keyword."""
+    sc.what = f"{verb} ROLE"
+    role = sc.ident("role")
+    to = "TO" if verb == "GRANT" else "FROM"
+    grantee_kind = sc.word(rf"{to}\s+(?:ROLE|USER)\b", f"{to} ROLE <role> or {to} USER <user>")
+    kind: Literal["ROLE", "USER"] = "ROLE" if grantee_kind.endswith("ROLE") else "USER"
+    grantee = sc.ident(kind.lower())
+    sc.end()
+    return role, kind, grantee
+
+
+def _grant(sc: Scanner, defaults: Defaults) -> GrantRole | GrantPrivileges:
     sc.what = "GRANT"
     if sc.take(r"ROLE\b"):
-        sc.what = "GRANT ROLE"
-        role = _name(sc, "role")
-        sc.expect(r"TO\b", "TO USER <user>")
-        if sc.take(r"ROLE\b"):
-            raise CompilationError("granting a role to a role is not supported; GRANT ROLE r TO USER u")
-        sc.expect(r"USER\b", "USER <user> (Floe grants roles to users only)")
-        user = _name(sc, "user")
-        sc.end()
-        return GrantRole(role, user)
-    privileges = _privileges(sc)
-    if "OWNERSHIP" in privileges and len(privileges) > 1:
-        raise CompilationError("OWNERSHIP must be granted on its own: GRANT OWNERSHIP ON PIPE p TO ROLE r")
-    sc.expect(r"ON\s+PIPE\b", "ON PIPE <pipe> (Floe grants privileges on pipes only)")
-    pipe = _pipe(sc, defaults)
-    sc.expect(r"TO\s+ROLE\b", "TO ROLE <role> (privileges are granted to roles)")
-    role = _name(sc, "role")
+        return GrantRole(*_role_grant(sc, "GRANT"))
+    words = _privilege_words(sc)
+    sc.expect(r"ON\b", "ON <object>")
+    on = _target(sc, defaults)
+    privileges = _checked(words, on.kind, "GRANT")
+    sc.expect(r"TO\s+ROLE\b", "TO ROLE <role> (Floe grants privileges to roles only)")
+    role = sc.ident("role")
     current: Literal["COPY", "REVOKE"] | None = None
-    if "OWNERSHIP" in privileges and (m := sc.take(r"(?P<how>COPY|REVOKE)\s+CURRENT\s+GRANTS\b")):
+    if m := sc.take(r"(?P<how>COPY|REVOKE)\s+CURRENT\s+GRANTS\b"):
         current = "COPY" if m.group("how").upper() == "COPY" else "REVOKE"
+        if privileges != ["OWNERSHIP"]:
+            raise CompilationError(
+                f"{current} CURRENT GRANTS goes with GRANT OWNERSHIP only; leave it out of "
+                f"GRANT {', '.join(privileges)}"
+            )
     if sc.take(r"WITH\s+GRANT\s+OPTION\b"):
-        raise CompilationError("WITH GRANT OPTION is not supported; only ACCOUNTADMIN grants privileges")
+        # Floe keeps who may grant simple: the owner, MANAGE GRANTS, or ACCOUNTADMIN (docs/decisions.md).
+        raise CompilationError(
+            "WITH GRANT OPTION is not supported: an object's owner and roles with MANAGE GRANTS grant "
+            "privileges on it; leave WITH GRANT OPTION out"
+        )
     sc.end()
-    return GrantPrivileges(privileges, pipe, role, current)
+    return GrantPrivileges(privileges, on, role, current)
 
 
-def _revoke(sc: _Scanner, defaults: Defaults) -> RevokeRole | RevokePrivileges:
+def _revoke(sc: Scanner, defaults: Defaults) -> RevokeRole | RevokePrivileges:
     sc.what = "REVOKE"
     if sc.take(r"ROLE\b"):
-        sc.what = "REVOKE ROLE"
-        role = _name(sc, "role")
-        sc.expect(r"FROM\s+USER\b", "FROM USER <user>")
-        user = _name(sc, "user")
-        sc.end()
-        return RevokeRole(role, user)
+        return RevokeRole(*_role_grant(sc, "REVOKE"))
     if sc.take(r"GRANT\s+OPTION\s+FOR\b"):
-        raise CompilationError("grant options are not supported; REVOKE priv ON PIPE p FROM ROLE r")
-    privileges = _privileges(sc)
-    sc.expect(r"ON\s+PIPE\b", "ON PIPE <pipe> (Floe grants privileges on pipes only)")
-    pipe = _pipe(sc, defaults)
+        raise CompilationError(
+            "grant options are not supported; REVOKE <privileges> ON <object> FROM ROLE <role> "
+            "revokes the privileges themselves"
+        )
+    words = _privilege_words(sc)
+    sc.expect(r"ON\b", "ON <object>")
+    on = _target(sc, defaults)
+    privileges = _checked(words, on.kind, "REVOKE")
     sc.expect(r"FROM\s+ROLE\b", "FROM ROLE <role>")
-    role = _name(sc, "role")
+    role = sc.ident("role")
+    # Snowflake's RESTRICT | CASCADE concern grant options passed on, which Floe does not have.
     sc.take(r"RESTRICT\b|CASCADE\b")
     sc.end()
-    return RevokePrivileges(privileges, pipe, role)
+    return RevokePrivileges(privileges, on, role)
 
 
-def _show(sc: _Scanner, defaults: Defaults) -> AccessStatement:
+def _show_grants(sc: Scanner, defaults: Defaults) -> AccessStatement:
+    sc.what = "SHOW GRANTS"
+    target = sc.word(r"TO\s+ROLE\b|TO\s+USER\b|ON\b", "TO ROLE <role>, TO USER <user> or ON <object>")
+    if target == "TO ROLE":
+        return ShowGrantsToRole(sc.ident("role"))
+    if target == "TO USER":
+        return ShowGrantsToUser(sc.ident("user"))
+    return ShowGrantsOn(_securable(sc, defaults))
+
+
+def _show(sc: Scanner, defaults: Defaults) -> AccessStatement:
     sc.what = "SHOW"
-    if sc.take(r"USERS\b"):
-        stmt: AccessStatement = ShowUsers(_like(sc))
-    elif sc.take(r"ROLES\b"):
-        stmt = ShowRoles(_like(sc))
+    what = sc.word(r"USERS\b|ROLES\b|FUTURE\s+GRANTS\b|GRANTS\b", "USERS, ROLES or GRANTS")
+    stmt: AccessStatement
+    if what == "USERS":
+        stmt = ShowUsers(sc.like())
+    elif what == "ROLES":
+        stmt = ShowRoles(sc.like())
+    elif what == "FUTURE GRANTS":
+        sc.what = "SHOW FUTURE GRANTS"
+        stmt = ShowFutureGrants(*_container(sc, defaults))
     else:
-        sc.expect(r"GRANTS\b", "USERS, ROLES or GRANTS")
-        sc.what = "SHOW GRANTS"
-        target = sc.expect(r"TO\s+ROLE\b|TO\s+USER\b|ON\s+PIPE\b", "TO ROLE r, TO USER u or ON PIPE p")
-        kind = target.group(0).split()[-1].upper()
-        if kind == "ROLE":
-            stmt = ShowGrantsToRole(_name(sc, "role"))
-        elif kind == "USER":
-            stmt = ShowGrantsToUser(_name(sc, "user"))
-        else:
-            stmt = ShowGrantsOnPipe(_pipe(sc, defaults))
+        stmt = _show_grants(sc, defaults)
     sc.end()
     return stmt
+
+
+def _use(sc: Scanner) -> UseRole | UseSecondaryRoles:
+    sc.what = "USE"
+    if sc.take(r"SECONDARY\s+ROLES\b"):
+        sc.what = "USE SECONDARY ROLES"
+        which = sc.word(r"ALL\b|NONE\b", "ALL or NONE (Floe does not take a list of secondary roles)")
+        sc.end()
+        return UseSecondaryRoles(which == "ALL")
+    sc.expect(r"ROLE\b", "ROLE <role> or SECONDARY ROLES ALL | NONE")
+    sc.what = "USE ROLE"
+    role = sc.ident("role")
+    sc.end()
+    return UseRole(role)
 
 
 def parse(sql: str, defaults: Defaults) -> AccessStatement | None:
@@ -467,30 +702,26 @@ def parse(sql: str, defaults: Defaults) -> AccessStatement | None:
     text = sql.strip().rstrip(";").strip()
     if not _HEAD.match(text):
         return None
-    sc = _Scanner(text)
-    if sc.take(r"CREATE\b"):
-        replace = sc.take(r"OR\s+REPLACE\b") is not None
-        if sc.take(r"USER\b"):
-            return _create_user(sc, replace)
-        sc.take(r"ROLE\b")
-        return _create_role(sc, replace)
-    if sc.take(r"ALTER\s+USER\b"):
+    sc = Scanner(text)
+    verb = sc.word(
+        r"CREATE\b|ALTER\s+USER\b|DROP\b|GRANT\b|REVOKE\b|SHOW\b|USE\b|DESC(?:RIBE)?\b", "a statement"
+    )
+    if verb == "CREATE":
+        return _create(sc)
+    if verb == "ALTER USER":
         return _alter_user(sc)
-    if m := sc.take(r"DROP\s+(?P<kind>USER|ROLE)\b"):
-        kind = m.group("kind").upper()
-        sc.what = f"DROP {kind}"
-        ie = sc.take(r"IF\s+EXISTS\b") is not None
-        name = _name(sc, kind.lower())
-        sc.end()
-        return DropUser(name, ie) if kind == "USER" else DropRole(name, ie)
-    if sc.take(r"GRANT\b"):
+    if verb == "DROP":
+        return _drop(sc)
+    if verb == "GRANT":
         return _grant(sc, defaults)
-    if sc.take(r"REVOKE\b"):
+    if verb == "REVOKE":
         return _revoke(sc, defaults)
-    if sc.take(r"SHOW\b"):
+    if verb == "SHOW":
         return _show(sc, defaults)
-    sc.expect(r"DESC(?:RIBE)?\s+USER\b", "DESC USER")
+    if verb == "USE":
+        return _use(sc)
+    sc.expect(r"USER\b", "USER")
     sc.what = "DESC USER"
-    name = _name(sc, "user")
+    name = sc.ident("user")
     sc.end()
     return DescribeUser(name)

@@ -1,9 +1,10 @@
 """Snowflake SQL statements Floe understands, parsed into plain statement objects.
 
 sqlglot's Snowflake dialect parses stages, tables, COPY INTO and queries. It does not cover the
-pipe header (``CREATE PIPE ... AS``), SHOW, DESC, DROP of pipes/stages or ALTER PIPE, so those
-few headers are matched by hand and everything after ``AS`` goes back to sqlglot. Users, roles
-and grants are parsed by hand in ``floe.catalog.access``.
+pipe header (``CREATE PIPE ... AS``) or ALTER PIPE, so those headers are matched by hand and
+everything after ``AS`` goes back to sqlglot. SHOW, DESC, DROP and CREATE DATABASE | SCHEMA |
+STORAGE INTEGRATION are read by the scanner of ``floe.catalog.access``, which parses users, roles
+and grants, so that their syntax errors say where and what was expected.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ import re
 from dataclasses import dataclass
 
 import sqlglot
-from sqlglot import exp
+from sqlglot import TokenType, exp
 from sqlglot.errors import ParseError, TokenError
 
 from floe.catalog import access
-from floe.catalog.access import AccessStatement
-from floe.catalog.models import Column, FileFormat, OnError
+from floe.catalog.access import AccessStatement, Scanner, shortened
+from floe.catalog.models import Column, FileFormat, OnError, split_s3_url
 from floe.catalog.names import QNAME, check_identifier
 
 # Callers import these from here, as they did before the names had a module of their own.
@@ -55,6 +56,8 @@ class CreateStage:
     file_format: dict[str, object]
     replace: bool = False
     if_not_exists: bool = False
+    storage_integration: str | None = None
+    """STORAGE_INTEGRATION = i: upper-cased unless quoted."""
 
 
 @dataclass
@@ -89,11 +92,58 @@ class CreatePipe:
 
 
 @dataclass
+class CreateDatabase:
+    """CREATE [OR REPLACE] DATABASE [IF NOT EXISTS] d [COMMENT = '...']."""
+
+    name: str
+    replace: bool = False
+    if_not_exists: bool = False
+    comment: str | None = None
+
+
+@dataclass
+class CreateSchema:
+    """CREATE [OR REPLACE] SCHEMA [IF NOT EXISTS] [d.]s [COMMENT = '...']."""
+
+    name: str
+    """DB.SCHEMA; an unqualified schema is in the default database."""
+    replace: bool = False
+    if_not_exists: bool = False
+    comment: str | None = None
+
+
+@dataclass
+class CreateIntegration:
+    """CREATE [OR REPLACE] STORAGE INTEGRATION [IF NOT EXISTS] i TYPE = EXTERNAL_STAGE
+    STORAGE_PROVIDER = 'S3' ENABLED = TRUE | FALSE STORAGE_ALLOWED_LOCATIONS = ('s3://b/p/', ...)
+    [STORAGE_BLOCKED_LOCATIONS = (...)] [STORAGE_AWS_ROLE_ARN = '...'] [STORAGE_AWS_OBJECT_ACL = '...']
+    [COMMENT = '...']; the AWS properties are accepted and ignored (Floe reads with its own credentials)."""
+
+    name: str
+    enabled: bool
+    provider: str
+    """Always 'S3': Floe reads S3 only."""
+    allowed_locations: list[str]
+    """At least one; each 's3://bucket/path/' as written, or '*'."""
+    blocked_locations: list[str]
+    """Each 's3://bucket/path/' as written."""
+    replace: bool = False
+    if_not_exists: bool = False
+    comment: str | None = None
+
+
+@dataclass
 class Show:
-    """SHOW STAGES | TABLES | PIPES [LIKE '...']."""
+    """SHOW DATABASES | SCHEMAS | [STORAGE] INTEGRATIONS | STAGES | TABLES | PIPES [LIKE '...']
+    [IN ACCOUNT | IN DATABASE [d] | IN SCHEMA [s]]."""
 
     kind: str
+    """DATABASE, SCHEMA, INTEGRATION, STAGE, TABLE or PIPE."""
     like: str | None = None
+    in_kind: str | None = None
+    """ACCOUNT, DATABASE or SCHEMA; None without IN."""
+    in_name: str | None = None
+    """'' for ACCOUNT, DB for DATABASE, DB.S for SCHEMA (the defaults' when IN names none)."""
 
 
 @dataclass
@@ -105,11 +155,32 @@ class Describe:
 
 
 @dataclass
+class DescribeObject:
+    """DESC[RIBE] DATABASE d | SCHEMA s | [STORAGE] INTEGRATION i."""
+
+    kind: str
+    """DATABASE, SCHEMA or INTEGRATION."""
+    name: str
+    """DB, DB.S or I."""
+
+
+@dataclass
 class Drop:
     """DROP STAGE | TABLE | PIPE [IF EXISTS] name."""
 
     kind: str
     name: Name
+    if_exists: bool = False
+
+
+@dataclass
+class DropObject:
+    """DROP DATABASE | SCHEMA | [STORAGE] INTEGRATION [IF EXISTS] name [CASCADE | RESTRICT]."""
+
+    kind: str
+    """DATABASE, SCHEMA or INTEGRATION."""
+    name: str
+    """DB, DB.S or I."""
     if_exists: bool = False
 
 
@@ -130,10 +201,29 @@ class Query:
 
 
 Statement = (
-    CreateStage | CreateTable | CreatePipe | Show | Describe | Drop | AlterPipe | Query | AccessStatement
+    CreateDatabase
+    | CreateSchema
+    | CreateIntegration
+    | CreateStage
+    | CreateTable
+    | CreatePipe
+    | Show
+    | Describe
+    | DescribeObject
+    | Drop
+    | DropObject
+    | AlterPipe
+    | Query
+    | AccessStatement
 )
 
 _KINDS = {
+    "DATABASE": "DATABASE",
+    "DATABASES": "DATABASE",
+    "SCHEMA": "SCHEMA",
+    "SCHEMAS": "SCHEMA",
+    "INTEGRATION": "INTEGRATION",
+    "INTEGRATIONS": "INTEGRATION",
     "STAGE": "STAGE",
     "STAGES": "STAGE",
     "TABLE": "TABLE",
@@ -141,6 +231,31 @@ _KINDS = {
     "PIPE": "PIPE",
     "PIPES": "PIPE",
 }
+_IN_SCHEMA = ("TABLE", "STAGE", "PIPE")
+"""Kinds that live in a schema and are named DB.SCHEMA.NAME (the others have one or two parts)."""
+_SHOW_SCOPES: dict[str, tuple[str, ...]] = {
+    "DATABASE": (),
+    "INTEGRATION": (),
+    "SCHEMA": ("ACCOUNT", "DATABASE"),
+    "TABLE": ("ACCOUNT", "DATABASE", "SCHEMA"),
+    "STAGE": ("ACCOUNT", "DATABASE", "SCHEMA"),
+    "PIPE": ("ACCOUNT", "DATABASE", "SCHEMA"),
+}
+"""What SHOW <kind>S ... IN may name, as in Snowflake (SHOW DATABASES and INTEGRATIONS take no IN)."""
+_INTEGRATION_REQUIRED = ("TYPE", "STORAGE_PROVIDER", "ENABLED", "STORAGE_ALLOWED_LOCATIONS")
+# Floe reads the bucket with its own credentials, so an IAM role, its external id and an object ACL
+# for unloads mean nothing here; scripts written for Snowflake still run.
+_INTEGRATION_IGNORED = ("STORAGE_AWS_ROLE_ARN", "STORAGE_AWS_EXTERNAL_ID", "STORAGE_AWS_OBJECT_ACL")
+_INTEGRATION_PROPERTIES = (
+    *_INTEGRATION_REQUIRED,
+    "STORAGE_BLOCKED_LOCATIONS",
+    *_INTEGRATION_IGNORED,
+    "COMMENT",
+)
+_INTEGRATION_EXAMPLE = (
+    "TYPE = EXTERNAL_STAGE STORAGE_PROVIDER = 'S3' ENABLED = TRUE "
+    "STORAGE_ALLOWED_LOCATIONS = ('s3://bucket/path/')"
+)
 
 # Every regex below sees user SQL, so each must run in linear time under Python's backtracking
 # engine (issue 9: `(?P<props>.*?)\s+AS\s+` took 9.8 s on 60,000 spaces). The rules that keep
@@ -158,11 +273,13 @@ _PIPE_PROP = re.compile(
     re.IGNORECASE,
 )
 _PIPE_AS = re.compile(r"\s+AS\s", re.IGNORECASE)
-_SHOW = re.compile(
-    r"SHOW\s+(?P<kind>STAGES|TABLES|PIPES)(?:\s+LIKE\s+'(?P<like>[^']*)')?(?:\s+IN\s.*)?", re.I | re.DOTALL
+# The statements the scanner reads (floe.catalog.access.Scanner, linear in the same way); access.parse
+# has already taken SHOW USERS | ROLES | GRANTS, DESC USER and DROP USER | ROLE.
+_SCANNED = re.compile(
+    r"(?:SHOW|DESC(?:RIBE)?|DROP)\b"
+    r"|CREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:TRANSIENT\s+)?(?:DATABASE|SCHEMA)|STORAGE\s+INTEGRATION)\b",
+    re.I,
 )
-_DESC = re.compile(rf"DESC(?:RIBE)?\s+(?P<kind>STAGE|TABLE|PIPE)\s+(?P<name>{QNAME})", re.I)
-_DROP = re.compile(rf"DROP\s+(?P<kind>STAGE|TABLE|PIPE)\s+(?P<ie>IF\s+EXISTS\s+)?(?P<name>{QNAME})", re.I)
 _ALTER_PIPE = re.compile(
     rf"ALTER\s+PIPE\s+(?:IF\s+EXISTS\s+)?(?P<name>{QNAME})\s+SET\s+PIPE_EXECUTION_PAUSED\s*=\s*"
     r"(?P<value>TRUE|FALSE)",
@@ -403,14 +520,14 @@ def _parse_pipe(text: str, m: re.Match[str], defaults: Defaults) -> CreatePipe:
     )
 
 
-def _parse_create(node: exp.Create, defaults: Defaults) -> Statement:
+def _parse_create(node: exp.Create, defaults: Defaults, text: str) -> Statement:
     kind = str(node.args.get("kind") or "").upper()
     replace = bool(node.args.get("replace"))
     ine = bool(node.args.get("exists"))
     if kind == "TABLE":
         return _parse_create_table(node, defaults, replace, ine)
     if kind == "STAGE":
-        return _parse_create_stage(node, defaults, replace, ine)
+        return _parse_create_stage(node, defaults, replace, ine, text)
     raise CompilationError(f"CREATE {kind} is not supported")
 
 
@@ -438,23 +555,278 @@ def _column(cdef: exp.Expr) -> Column:
     return Column(name=name, type=ctype, precision=precision, scale=scale, nullable=not not_null)
 
 
-def _parse_create_stage(node: exp.Create, defaults: Defaults, replace: bool, ine: bool) -> CreateStage:
+def _parse_create_stage(
+    node: exp.Create, defaults: Defaults, replace: bool, ine: bool, text: str
+) -> CreateStage:
     url = ""
     fmt: dict[str, object] = {}
+    integration: str | None = None
     for prop in node.args["properties"].expressions if node.args.get("properties") else []:
         if isinstance(prop, exp.FileFormatProperty):
             fmt = format_options(prop.expressions)
             continue
+        if isinstance(prop, exp.SchemaCommentProperty):  # its ``name`` is the comment's text
+            continue
+        if isinstance(prop, exp.CredentialsProperty):
+            # Floe reads S3 with its own credentials, bounded by the stage's storage integration;
+            # keys given here would be ignored, so the stage would not read what its author meant.
+            raise CompilationError(
+                "CREDENTIALS is not supported: Floe reads S3 with its own credentials; name a storage "
+                "integration that allows the URL instead: STORAGE_INTEGRATION = <integration>"
+            )
         name = prop.name.upper() if isinstance(prop, exp.Property) else None
         if name == "URL":
             url = str(_value(prop.args.get("value")))
-        elif name not in ("COMMENT", "CREDENTIALS"):
+        elif name == "STORAGE_INTEGRATION":
+            if integration is not None:
+                raise CompilationError("duplicate property 'STORAGE_INTEGRATION' in CREATE STAGE")
+            integration = _stage_integration(prop.args.get("value"), text)
+        else:
             raise CompilationError(f"unsupported stage property: {prop.sql('snowflake')}")
     if not url.lower().startswith("s3://"):
         raise CompilationError(
             "only external stages are supported: CREATE STAGE s URL = 's3://bucket/prefix/'"
         )
-    return CreateStage(qualify_table(node.this, defaults), url, fmt, replace, ine)
+    return CreateStage(qualify_table(node.this, defaults), url, fmt, replace, ine, integration)
+
+
+def _stage_integration(value: exp.Expr | None, text: str) -> str:
+    """STORAGE_INTEGRATION's name, upper-cased unless quoted. sqlglot turns both ``i`` and ``"i"``
+    into the same Var, so the statement's tokens tell which one was written."""
+    if not isinstance(value, exp.Var):
+        raise CompilationError(
+            "STORAGE_INTEGRATION takes the name of a storage integration, not a string: "
+            "STORAGE_INTEGRATION = my_integration"
+        )
+    tokens = sqlglot.tokenize(text, read="snowflake")
+    quoted = any(
+        tokens[i].text.upper() == "STORAGE_INTEGRATION"
+        and tokens[i + 1].token_type == TokenType.EQ
+        and tokens[i + 2].token_type == TokenType.IDENTIFIER
+        and tokens[i + 2].text == value.name
+        for i in range(len(tokens) - 2)
+    )
+    return check_identifier(value.name if quoted else value.name.upper())
+
+
+def _show(sc: Scanner, defaults: Defaults) -> Show:
+    """SHOW <kind>S [LIKE '...'] [IN ...], after SHOW."""
+    sc.what = "SHOW"
+    plural = sc.word(
+        r"DATABASES\b|SCHEMAS\b|(?:STORAGE\s+)?INTEGRATIONS\b|STAGES\b|TABLES\b|PIPES\b",
+        "DATABASES, SCHEMAS, INTEGRATIONS, STAGES, TABLES, PIPES, USERS, ROLES or GRANTS",
+    )
+    kind = _KINDS[plural.split()[-1]]
+    sc.what = f"SHOW {plural}"
+    show = Show(kind, sc.like())
+    scopes = _SHOW_SCOPES[kind]
+    if scopes and sc.take(r"IN\b"):
+        show.in_kind = sc.word("|".join(rf"{s}\b" for s in scopes), _one_of(scopes))
+        show.in_name = _show_scope(sc, show.in_kind, defaults)
+        if sc.take(r"LIKE\b"):
+            raise CompilationError(
+                f"LIKE goes before IN: SHOW {plural} LIKE '<pattern>' IN {show.in_kind} ..."
+            )
+    if not sc.at_end():
+        expected = ["the end of the statement"]
+        if show.in_kind is None and scopes:
+            expected.insert(0, f"IN {' | '.join(scopes)}")
+        if show.in_kind is None and show.like is None:
+            expected.insert(0, "LIKE '<pattern>'")
+        raise sc.error(_one_of(expected))
+    return show
+
+
+def _one_of(options: tuple[str, ...] | list[str]) -> str:
+    """'A', 'A or B', 'A, B or C'."""
+    return " or ".join([", ".join(options[:-1]), options[-1]]) if len(options) > 1 else options[0]
+
+
+def _show_scope(sc: Scanner, in_kind: str, defaults: Defaults) -> str:
+    """The name after IN ACCOUNT | DATABASE | SCHEMA; without one, Snowflake means the current one."""
+    if in_kind == "ACCOUNT":
+        return ""
+    if sc.at_end():
+        return defaults.database if in_kind == "DATABASE" else f"{defaults.database}.{defaults.schema}"
+    return sc.object_name(in_kind, defaults)
+
+
+def _object_kind(sc: Scanner, others: tuple[str, ...]) -> str:
+    """STAGE, TABLE, PIPE, DATABASE, SCHEMA or [STORAGE] INTEGRATION, after DESC or DROP (which
+    ``access.parse`` has already read for the ``others``, USER and ROLE)."""
+    word = sc.word(
+        r"STAGE\b|TABLE\b|PIPE\b|DATABASE\b|SCHEMA\b|(?:STORAGE\s+)?INTEGRATION\b",
+        _one_of(("STAGE", "TABLE", "PIPE", "DATABASE", "SCHEMA", "INTEGRATION", *others)),
+    )
+    return _KINDS[word.split()[-1]]
+
+
+def _describe(sc: Scanner, defaults: Defaults) -> Describe | DescribeObject:
+    """DESC[RIBE] <kind> name, after DESC."""
+    sc.what = "DESC"
+    kind = _object_kind(sc, ("USER",))
+    sc.what = f"DESC {kind}"
+    stmt: Describe | DescribeObject
+    if kind in _IN_SCHEMA:
+        stmt = Describe(kind, sc.qualified(kind.lower(), defaults))
+    else:
+        stmt = DescribeObject(kind, sc.object_name(kind, defaults))
+    sc.end()
+    return stmt
+
+
+def _drop(sc: Scanner, defaults: Defaults) -> Drop | DropObject:
+    """DROP <kind> [IF EXISTS] name, after DROP."""
+    sc.what = "DROP"
+    kind = _object_kind(sc, ("USER", "ROLE"))
+    sc.what = f"DROP {kind}"
+    ie = sc.take(r"IF\s+EXISTS\b") is not None
+    if kind in _IN_SCHEMA:
+        stmt: Drop | DropObject = Drop(kind, sc.qualified(kind.lower(), defaults), ie)
+    else:
+        stmt = DropObject(kind, sc.object_name(kind, defaults), ie)
+        if kind != "INTEGRATION":
+            # Snowflake's RESTRICT only refuses a drop that foreign keys point into; Floe has none,
+            # so both spellings drop the database or schema with everything in it, as Snowflake does.
+            sc.take(r"CASCADE\b|RESTRICT\b")
+    sc.end()
+    return stmt
+
+
+def _create_namespace(sc: Scanner, defaults: Defaults, replace: bool) -> CreateDatabase | CreateSchema:
+    """CREATE DATABASE | SCHEMA, after CREATE [OR REPLACE]."""
+    if sc.take(r"TRANSIENT\b"):
+        raise CompilationError("TRANSIENT databases and schemas are not supported; leave TRANSIENT out")
+    kind = sc.word(r"DATABASE\b|SCHEMA\b", "DATABASE or SCHEMA")
+    sc.what = f"CREATE {kind}"
+    ine = sc.take(r"IF\s+NOT\s+EXISTS\b") is not None
+    name = sc.object_name(kind, defaults)
+    comment: str | None = None
+    if sc.take(r"COMMENT\s*=") is not None:
+        comment = sc.string("a quoted comment")
+    if not sc.at_end():
+        raise sc.error(
+            "the end of the statement"
+            if comment is not None
+            else "COMMENT = '<text>' or the end of the statement"
+        )
+    if kind == "DATABASE":
+        return CreateDatabase(name, replace, ine, comment)
+    return CreateSchema(name, replace, ine, comment)
+
+
+def _integration_properties(sc: Scanner) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """CREATE STORAGE INTEGRATION's ``NAME = value`` pairs in any order: single values (upper-cased
+    words, unescaped strings) and location lists, apart."""
+    values: dict[str, str] = {}
+    lists: dict[str, list[str]] = {}
+    while not sc.at_end():
+        key = sc.expect(r"(?P<key>[A-Za-z_]\w*)\s*=", "a property (NAME = value)").group("key").upper()
+        if key not in _INTEGRATION_PROPERTIES:
+            raise CompilationError(
+                f"invalid property '{shortened(key)}' for STORAGE INTEGRATION; Floe takes "
+                f"{', '.join(_INTEGRATION_PROPERTIES)}"
+            )
+        if key in values or key in lists:
+            raise CompilationError(f"duplicate property '{key}' in CREATE STORAGE INTEGRATION")
+        if key.endswith("_LOCATIONS"):
+            lists[key] = _locations(sc, key)
+        elif key == "ENABLED":
+            values[key] = sc.word(r"TRUE\b|FALSE\b", "TRUE or FALSE after ENABLED =")
+        elif key in ("TYPE", "STORAGE_PROVIDER"):
+            values[key] = sc.value(f"a value for {key}").upper()
+        else:
+            values[key] = sc.string(f"a quoted value for {key}")
+    return values, lists
+
+
+def _locations(sc: Scanner, key: str) -> list[str]:
+    """A parenthesised list of quoted locations."""
+    sc.expect(
+        r"\(", f"a list of quoted locations in parentheses after {key} =, such as ('s3://bucket/path/')"
+    )
+    out: list[str] = []
+    if sc.take(r"\)") is not None:
+        return out
+    while True:
+        out.append(sc.string("a quoted location such as 's3://bucket/path/'"))
+        if sc.take(r"\)") is not None:
+            return out
+        sc.expect(",", "',' or ')' in the list of locations")
+
+
+def _check_locations(key: str, locations: list[str]) -> list[str]:
+    """``locations`` if each is an s3:// URL with a bucket, or '*' for allowed locations."""
+    allowed = key == "STORAGE_ALLOWED_LOCATIONS"
+    if allowed and not locations:
+        raise CompilationError(f"{key} needs at least one location: ('s3://bucket/path/'), or ('*') for any")
+    for location in locations:
+        if location == "*":
+            if allowed:
+                continue
+            raise CompilationError(
+                f"'*' cannot be a location in {key}; list the s3://bucket/path/ prefixes to block, "
+                "or set ENABLED = FALSE to admit no stage at all"
+            )
+        if not location.lower().startswith("s3://") or not split_s3_url(location)[0]:
+            star = " or '*' for any location" if allowed else ""
+            raise CompilationError(
+                f"invalid location '{shortened(location, 60)}' in {key}; Floe reads S3: "
+                f"write 's3://bucket/path/'{star}"
+            )
+    return locations
+
+
+def _create_integration(sc: Scanner, replace: bool) -> CreateIntegration:
+    """CREATE [OR REPLACE] STORAGE INTEGRATION ..., after STORAGE INTEGRATION."""
+    sc.what = "CREATE STORAGE INTEGRATION"
+    ine = sc.take(r"IF\s+NOT\s+EXISTS\b") is not None
+    name = sc.ident("integration")
+    values, lists = _integration_properties(sc)
+    missing = [k for k in _INTEGRATION_REQUIRED if k not in values and k not in lists]
+    if missing:
+        raise CompilationError(
+            f"CREATE STORAGE INTEGRATION needs {', '.join(missing)}; for example: "
+            f"CREATE STORAGE INTEGRATION {name} {_INTEGRATION_EXAMPLE}"
+        )
+    if values["TYPE"] != "EXTERNAL_STAGE":
+        raise CompilationError(
+            f"invalid value '{values['TYPE']}' for TYPE; a storage integration is TYPE = EXTERNAL_STAGE"
+        )
+    if values["STORAGE_PROVIDER"] != "S3":
+        raise CompilationError(
+            f"STORAGE_PROVIDER = '{values['STORAGE_PROVIDER']}' is not supported; Floe reads S3: "
+            "STORAGE_PROVIDER = 'S3'"
+        )
+    return CreateIntegration(
+        name=name,
+        enabled=values["ENABLED"] == "TRUE",
+        provider="S3",
+        allowed_locations=_check_locations("STORAGE_ALLOWED_LOCATIONS", lists["STORAGE_ALLOWED_LOCATIONS"]),
+        blocked_locations=_check_locations(
+            "STORAGE_BLOCKED_LOCATIONS", lists.get("STORAGE_BLOCKED_LOCATIONS", [])
+        ),
+        replace=replace,
+        if_not_exists=ine,
+        comment=values.get("COMMENT"),
+    )
+
+
+def _parse_scanned(text: str, defaults: Defaults) -> Statement:
+    """A statement ``_SCANNED`` recognised, read by the scanner."""
+    sc = Scanner(text)
+    verb = sc.word(r"SHOW\b|DESC(?:RIBE)?\b|DROP\b|CREATE\b", "SHOW, DESC, DROP or CREATE")
+    if verb == "SHOW":
+        return _show(sc, defaults)
+    if verb.startswith("DESC"):
+        return _describe(sc, defaults)
+    if verb == "DROP":
+        return _drop(sc, defaults)
+    sc.what = "CREATE"
+    replace = sc.take(r"OR\s+REPLACE\b") is not None
+    if sc.take(r"STORAGE\s+INTEGRATION\b"):
+        return _create_integration(sc, replace)
+    return _create_namespace(sc, defaults, replace)
 
 
 def parse(sql: str, defaults: Defaults | None = None) -> Statement:
@@ -465,16 +837,12 @@ def parse(sql: str, defaults: Defaults | None = None) -> Statement:
         raise CompilationError("empty SQL statement")
     if m := _PIPE_HEAD.match(text):
         return _parse_pipe(text, m, defaults)
-    if m := _SHOW.fullmatch(text):
-        return Show(_KINDS[m.group("kind").upper()], m.group("like"))
-    if m := _DESC.fullmatch(text):
-        return Describe(_KINDS[m.group("kind").upper()], qualify(m.group("name"), defaults))
-    if m := _DROP.fullmatch(text):
-        return Drop(_KINDS[m.group("kind").upper()], qualify(m.group("name"), defaults), bool(m.group("ie")))
-    if m := _ALTER_PIPE.fullmatch(text):
-        return AlterPipe(qualify(m.group("name"), defaults), m.group("value").upper() == "TRUE")
     if (stmt := access.parse(text, defaults)) is not None:
         return stmt
+    if _SCANNED.match(text):
+        return _parse_scanned(text, defaults)
+    if m := _ALTER_PIPE.fullmatch(text):
+        return AlterPipe(qualify(m.group("name"), defaults), m.group("value").upper() == "TRUE")
     try:
         node = sqlglot.parse_one(text, read="snowflake")
     except ParseError as exc:
@@ -484,7 +852,7 @@ def parse(sql: str, defaults: Defaults | None = None) -> Statement:
     except TokenError as exc:  # an unterminated string or quoted name
         raise CompilationError(f"syntax error: {exc}") from exc
     if isinstance(node, exp.Create):
-        return _parse_create(node, defaults)
+        return _parse_create(node, defaults, text)
     if isinstance(node, exp.Query):
         return Query(node, text)
     raise CompilationError(f"unsupported statement: {text.split()[0].upper()} (see `floe sql --help`)")

@@ -1,4 +1,5 @@
-"""Catalog objects: stages, tables, pipes (with their file-format and COPY options), users and roles."""
+"""Catalog objects: databases, schemas, stages, tables, pipes (with their file-format and COPY
+options), storage integrations, users and roles, and the privileges each kind of object takes."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import uuid
 from functools import cached_property
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from floe.patterns import stored_pattern
 
@@ -92,11 +93,76 @@ class Column(BaseModel):
         return self.type
 
 
+ObjectKind = Literal["ACCOUNT", "DATABASE", "SCHEMA", "TABLE", "STAGE", "PIPE", "INTEGRATION", "ROLE", "USER"]
+"""What a privilege can be granted on (Snowflake's securable objects that Floe has)."""
+
+PRIVILEGES: dict[str, tuple[str, ...]] = {
+    "ACCOUNT": ("CREATE DATABASE", "CREATE ROLE", "CREATE USER", "CREATE INTEGRATION", "MANAGE GRANTS"),
+    "DATABASE": ("USAGE", "CREATE SCHEMA", "MONITOR"),
+    "SCHEMA": ("USAGE", "CREATE TABLE", "CREATE STAGE", "CREATE PIPE", "CREATE FILE FORMAT", "MONITOR"),
+    "TABLE": ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES"),
+    "STAGE": ("USAGE",),
+    "PIPE": ("OPERATE", "MONITOR"),
+    "INTEGRATION": ("USAGE",),
+    "ROLE": (),
+    "USER": ("MONITOR",),
+}
+"""The privileges each kind of object takes besides OWNERSHIP, in the order SHOW GRANTS lists them.
+``ALL [PRIVILEGES]`` on an object stands for all of its kind's; OWNERSHIP is transferred, not shared."""
+
+ADMIN_ROLE = "ACCOUNTADMIN"
+"""The top system role: it holds every privilege on every object (see docs/decisions.md)."""
+
+SYSTEM_ROLES = ("ACCOUNTADMIN", "SECURITYADMIN", "USERADMIN", "SYSADMIN", "PUBLIC")
+"""Roles that exist without CREATE ROLE and cannot be dropped, replaced or renamed."""
+
+SYSTEM_HIERARCHY: dict[str, tuple[str, ...]] = {
+    "ACCOUNTADMIN": ("SECURITYADMIN", "SYSADMIN"),
+    "SECURITYADMIN": ("USERADMIN",),
+}
+"""Role -> the system roles granted to it, as in every Snowflake account."""
+
+SYSTEM_PRIVILEGES: dict[str, tuple[str, ...]] = {
+    "SYSADMIN": ("CREATE DATABASE",),
+    "SECURITYADMIN": ("MANAGE GRANTS",),
+    "USERADMIN": ("CREATE USER", "CREATE ROLE"),
+}
+"""Account privileges each system role holds by itself (and passes up the hierarchy)."""
+
+
 class CatalogObject(BaseModel):
     """Anything the catalog stores under a name."""
 
     name: str
-    """Fully qualified upper-case name, DB.SCHEMA.NAME."""
+    """Fully qualified upper-case name, DB.SCHEMA.NAME (DB.SCHEMA for a schema; account-level
+    objects, databases, users, roles and integrations, have a one-part name)."""
+    owner: str = ADMIN_ROLE
+    """The role that owns the object (objects stored before owners existed belong to ACCOUNTADMIN)."""
+    created_ms: int = 0
+    """Creation time, ms since the epoch."""
+    comment: str | None = None
+    """COMMENT."""
+
+
+class Database(CatalogObject):
+    """A database: a namespace of schemas."""
+
+
+class Schema(CatalogObject):
+    """A schema: a namespace of tables, stages and pipes; ``name`` is DB.SCHEMA."""
+
+
+class StorageIntegration(CatalogObject):
+    """A storage integration: the S3 locations stages that name it may read (the confused deputy's bound)."""
+
+    enabled: bool = True
+    """ENABLED; a disabled integration admits no stage and no load."""
+    provider: str = "S3"
+    """STORAGE_PROVIDER."""
+    allowed_locations: list[str] = Field(default_factory=list)
+    """STORAGE_ALLOWED_LOCATIONS: s3://bucket/prefix/ URLs, or '*' for any."""
+    blocked_locations: list[str] = Field(default_factory=list)
+    """STORAGE_BLOCKED_LOCATIONS: s3://bucket/prefix/ URLs no stage may lie under."""
 
 
 class Stage(CatalogObject):
@@ -106,8 +172,8 @@ class Stage(CatalogObject):
     """s3://bucket/prefix/"""
     file_format: dict[str, object] = Field(default_factory=dict)
     """FILE_FORMAT options given on the stage (pipes may override)."""
-    created_ms: int = 0
-    """Creation time, ms since the epoch."""
+    storage_integration: str | None = None
+    """STORAGE_INTEGRATION whose allowed locations hold ``url``; None only where settings allow."""
 
     @property
     def bucket(self) -> str:
@@ -127,8 +193,6 @@ class Table(CatalogObject):
     """Incarnation id; CREATE OR REPLACE makes a new, empty table."""
     columns: list[Column]
     """Columns in order."""
-    created_ms: int = 0
-    """Creation time, ms since the epoch."""
 
     def column(self, name: str) -> Column:
         """The column with this (case-insensitive) name."""
@@ -136,16 +200,6 @@ class Table(CatalogObject):
             if col.name == name.upper():
                 return col
         raise KeyError(name)
-
-
-PIPE_PRIVILEGES = ("OWNERSHIP", "OPERATE", "MONITOR")
-"""Privileges a role can hold on a pipe."""
-
-ADMIN_ROLE = "ACCOUNTADMIN"
-"""The built-in role that holds every privilege and alone may manage users, roles and grants."""
-
-BUILTIN_ROLES = (ADMIN_ROLE, "PUBLIC")
-"""Roles that exist without CREATE ROLE."""
 
 
 class User(CatalogObject):
@@ -159,17 +213,37 @@ class User(CatalogObject):
     """DEFAULT_ROLE."""
     roles: list[str] = Field(default_factory=list)
     """Roles granted to the user (GRANT ROLE r TO USER u); all of them are active."""
-    created_ms: int = 0
-    """Creation time, ms since the epoch."""
+
+
+def grant_key(kind: str, name: str) -> str:
+    """How a role's ``grants`` names an object: its kind, a space, its fully qualified name."""
+    return f"{kind} {name}"
+
+
+def future_key(kind: str, container_kind: str, container: str) -> str:
+    """How a role's ``future`` names a future grant: 'TABLE IN SCHEMA DB.S'."""
+    return f"{kind} IN {container_kind} {container}"
 
 
 class Role(CatalogObject):
     """A role; ``name`` is upper-case and unqualified."""
 
     grants: dict[str, list[str]] = Field(default_factory=dict)
-    """Fully qualified pipe name -> privileges granted on it (OPERATE, MONITOR)."""
-    created_ms: int = 0
-    """Creation time, ms since the epoch."""
+    """``grant_key(kind, name)`` -> privileges granted on that object (never OWNERSHIP)."""
+    future: dict[str, list[str]] = Field(default_factory=dict)
+    """``future_key(...)`` -> privileges every new object of that kind in the container gets."""
+    roles: list[str] = Field(default_factory=list)
+    """Roles granted to this role (GRANT ROLE r TO ROLE this): their privileges are this role's too."""
+
+    @field_validator("grants", mode="before")
+    @classmethod
+    def _kinded(cls, value: object) -> object:
+        # Before other objects had privileges, only pipes did, and the key was the pipe's name.
+        if isinstance(value, dict):
+            return {
+                k if k.split(" ", 1)[0] in PRIVILEGES else grant_key("PIPE", k): v for k, v in value.items()
+            }
+        return value
 
 
 class CopySpec(BaseModel):
@@ -219,12 +293,6 @@ class Pipe(CatalogObject):
     """URL of the stage at creation time."""
     paused: bool = False
     """PIPE_EXECUTION_PAUSED."""
-    owner: str = ADMIN_ROLE
-    """Role that owns the pipe."""
-    created_ms: int = 0
-    """Creation time, ms since the epoch."""
-    comment: str | None = None
-    """COMMENT."""
 
     # Cached: routing and insertFiles ask for these once per file. Pipes are replaced, never
     # changed in place (ALTER writes a new object), so the cache cannot go stale.

@@ -1,4 +1,4 @@
-"""The catalog in Redis: stages, tables, pipes, users and roles as JSON under one hash tag."""
+"""The catalog in Redis: every kind of object as JSON, one hash per kind, under one hash tag."""
 
 from __future__ import annotations
 
@@ -10,13 +10,26 @@ from typing import TypeVar, cast
 
 import redis
 
-from floe.catalog.models import CatalogObject, Pipe, Role, Stage, Table, User
+from floe.catalog.models import (
+    CatalogObject,
+    Database,
+    Pipe,
+    Role,
+    Schema,
+    Stage,
+    StorageIntegration,
+    Table,
+    User,
+)
 from floe.errors import ObjectNotFound
 from floe.keys import Keys
 
 M = TypeVar("M", bound=CatalogObject)
 
 KINDS: dict[type[CatalogObject], str] = {
+    Database: "databases",
+    Schema: "schemas",
+    StorageIntegration: "integrations",
     Stage: "stages",
     Table: "tables",
     Pipe: "pipes",

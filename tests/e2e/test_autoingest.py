@@ -37,7 +37,10 @@ def make_pipe(
     auto_ingest: bool = True,
 ) -> tuple[str, str]:
     stage, table, pipe = unique("st_"), unique("t_"), unique("p_")
-    stack.sql(f"CREATE STAGE {stage} URL = 's3://{bucket}/in/' FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)")
+    stack.sql(
+        f"CREATE STAGE {stage} URL = 's3://{bucket}/in/'"
+        " STORAGE_INTEGRATION = floe_tests FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)"
+    )
     stack.sql(
         f"CREATE TABLE {table} (id INT NOT NULL, name VARCHAR, amount NUMBER(10,2), day DATE, "
         "file VARCHAR, row_no INT)"
@@ -136,7 +139,7 @@ def test_blobs_are_encrypted(stack: Stack, bucket: str, s3: Any) -> None:
 
 def test_plain_copy_and_missing_object(stack: Stack, bucket: str, s3: Any) -> None:
     stage, table, pipe = unique("st_"), unique("t_"), unique("p_")
-    stack.sql(f"CREATE STAGE {stage} URL = 's3://{bucket}/raw/'")
+    stack.sql(f"CREATE STAGE {stage} URL = 's3://{bucket}/raw/' STORAGE_INTEGRATION = floe_tests")
     stack.sql(f"CREATE TABLE {table} (a INT, b VARCHAR)")
     stack.sql(
         f"CREATE PIPE {pipe} AUTO_INGEST = TRUE AS COPY INTO {table} FROM @{stage} FILE_FORMAT = (TYPE = CSV)"

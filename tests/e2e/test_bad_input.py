@@ -40,7 +40,7 @@ FORMAT = {
 def format_pipe(stack: Stack, bucket: str, kind: str, on_error: str) -> tuple[str, str]:
     """A table and an auto-ingest pipe loading `kind` files from s3://bucket/in/ with a transform."""
     stage, table, pipe = unique("st_"), unique("t_"), unique("p_")
-    stack.sql(f"CREATE STAGE {stage} URL = 's3://{bucket}/in/'")
+    stack.sql(f"CREATE STAGE {stage} URL = 's3://{bucket}/in/' STORAGE_INTEGRATION = floe_tests")
     stack.sql(f"CREATE TABLE {table} ({COLUMNS})")
     stack.sql(
         f"CREATE PIPE {pipe} AUTO_INGEST = TRUE AS COPY INTO {table} FROM "

@@ -29,6 +29,8 @@ def grant_operate(stack: Stack, pipe: str) -> tuple[str, rsa.RSAPrivateKey]:
         f"CREATE USER {user} RSA_PUBLIC_KEY = '{public_key_body(key.public_key())}' DEFAULT_ROLE = {role}"
     )
     stack.sql(f"GRANT ROLE {role} TO USER {user}")
+    stack.sql(f"GRANT USAGE ON DATABASE FLOE TO ROLE {role}")
+    stack.sql(f"GRANT USAGE ON SCHEMA FLOE.PUBLIC TO ROLE {role}")
     stack.sql(f"GRANT OPERATE ON PIPE {pipe} TO ROLE {role}")
     return user, key
 
@@ -36,7 +38,10 @@ def grant_operate(stack: Stack, pipe: str) -> tuple[str, rsa.RSAPrivateKey]:
 def rest_pipe(stack: Stack, bucket: str) -> tuple[str, str, str, str]:
     """A REST-only pipe, its table, a user whose role may operate it, and that user's key (PEM)."""
     stage, table, pipe = unique("st_"), unique("t_"), unique("p_")
-    stack.sql(f"CREATE STAGE {stage} URL = 's3://{bucket}/rest/' FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)")
+    stack.sql(
+        f"CREATE STAGE {stage} URL = 's3://{bucket}/rest/'"
+        " STORAGE_INTEGRATION = floe_tests FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)"
+    )
     stack.sql(f"CREATE TABLE {table} (id INT, name VARCHAR, amount NUMBER(10,2), day DATE)")
     stack.sql(f"CREATE PIPE {pipe} AUTO_INGEST = FALSE AS COPY INTO {table} FROM @{stage}")
     user, key = grant_operate(stack, pipe)

@@ -71,3 +71,18 @@ def test_a_failed_statement_exits_1_with_the_reason(
     run = CliRunner().invoke(cli_module.app, ["sql", "SELECT * FROM nope"])
     assert run.exit_code == 1, run.output
     assert str(failure) in run.stderr and run.stdout == ""
+
+
+def test_role_reaches_the_api_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+
+    def recording_run_sql(settings: Any, statement: str, **options: Any) -> dict[str, Any]:
+        seen.update(options, statement=statement)
+        return {"success": True, "columns": ["STATUS"], "rows": [["ok"]], "stats": {}}
+
+    monkeypatch.setattr(cli_module, "run_sql", recording_run_sql)
+    run = CliRunner().invoke(cli_module.app, ["sql", "--role", "analyst", "USE ROLE x; SELECT 1"])
+    assert run.exit_code == 0, run.output
+    assert seen["role"] == "analyst" and seen["statement"] == "USE ROLE x; SELECT 1"
+    assert CliRunner().invoke(cli_module.app, ["sql", "SELECT 1"]).exit_code == 0
+    assert seen["role"] is None

@@ -31,7 +31,7 @@ from pipeline.source import FileStreamReader, fair_shares, rotation
 from services.auth import Principal
 from services.dedup import Deduper, FileRef
 from services.sql import SqlExecutor
-from tests.conftest import Stack, wait_until
+from tests.conftest import TEST_INTEGRATION, Stack, wait_until
 
 
 def make_pipe(pipe_id: str, *, paused: bool = False) -> Pipe:
@@ -289,7 +289,8 @@ def test_spark_job_loads_a_later_pipe_while_a_backlog_waits(
     sql = SqlExecutor(settings, redis_client)
     admin = Principal("FLOE_ADMIN", frozenset({ADMIN_ROLE, "PUBLIC"}))
     stage, table = unique("st_"), unique("t_")
-    sql.execute(f"CREATE STAGE {stage} URL = 's3://{bucket}/in/'", admin)
+    sql.execute(TEST_INTEGRATION, admin)
+    sql.execute(f"CREATE STAGE {stage} URL = 's3://{bucket}/in/' STORAGE_INTEGRATION = floe_tests", admin)
     sql.execute(f"CREATE TABLE {table} (id INT, name VARCHAR)", admin)
     names = [unique("p_"), unique("p_")]
     for name in names:

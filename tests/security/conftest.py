@@ -23,16 +23,26 @@ def admin(stack: Stack) -> SqlCaller:
 
 @pytest.fixture(scope="session")
 def mallory(admin: SqlCaller, stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> SqlCaller:
-    """A user whose only privilege is OPERATE on one pipe of a stage and table of its own name."""
+    """A user whose only privileges are USAGE on the default database and schema, SELECT on one table
+    and OPERATE on one pipe into it, with a stage, all of its own name (owned by ACCOUNTADMIN)."""
     name = unique("mallory").upper().replace("-", "_")
     bucket = unique("stage")
     from floe.aws import client as aws_client
 
     aws_client(stack.settings.aws, "s3").create_bucket(Bucket=bucket)
     admin.run_all(
-        f"CREATE STAGE {name}_stage URL = 's3://{bucket}/in/' FILE_FORMAT = (TYPE = CSV)",
+        f"CREATE STAGE {name}_stage URL = 's3://{bucket}/in/'"
+        " STORAGE_INTEGRATION = floe_tests FILE_FORMAT = (TYPE = CSV)",
         f"CREATE TABLE {name}_t (id INT, note VARCHAR)",
         f"CREATE PIPE {name}_pipe AS COPY INTO {name}_t FROM @{name}_stage",
     )
     directory: Path = tmp_path_factory.mktemp("mallory")
-    return new_user(admin, directory, name, f"GRANT OPERATE ON PIPE {name}_pipe TO ROLE {{role}}")
+    return new_user(
+        admin,
+        directory,
+        name,
+        "GRANT USAGE ON DATABASE FLOE TO ROLE {role}",
+        "GRANT USAGE ON SCHEMA FLOE.PUBLIC TO ROLE {role}",
+        f"GRANT SELECT ON TABLE {name}_t TO ROLE {{role}}",
+        f"GRANT OPERATE ON PIPE {name}_pipe TO ROLE {{role}}",
+    )

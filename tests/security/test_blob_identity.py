@@ -29,7 +29,10 @@ def loaded_table(stack: Stack, s3: Any, files: list[bytes]) -> str:
     table is never queried here, so the API has none of its blobs cached."""
     bucket, stage, table, pipe = unique("stage"), unique("st_"), unique("t_"), unique("p_")
     s3.create_bucket(Bucket=bucket)
-    stack.sql(f"CREATE STAGE {stage} URL = 's3://{bucket}/in/' FILE_FORMAT = (TYPE = CSV)")
+    stack.sql(
+        f"CREATE STAGE {stage} URL = 's3://{bucket}/in/'"
+        " STORAGE_INTEGRATION = floe_tests FILE_FORMAT = (TYPE = CSV)"
+    )
     stack.sql(f"CREATE TABLE {table} (id INT, secret VARCHAR)")
     stack.sql(f"CREATE PIPE {pipe} AUTO_INGEST = TRUE AS COPY INTO {table} FROM @{stage}")
     for i, body in enumerate(files):

@@ -33,7 +33,8 @@ def test_the_issues_pipe_loads_its_text_not_the_master_key(
     stage, table, pipe = unique("st_"), unique("t_"), unique("p_")
     item = attack.issue_item(attack.read_file_sql(key_path))
     for statement in (
-        f"CREATE STAGE {stage} URL = 's3://{bucket}/in/' FILE_FORMAT = (TYPE = CSV)",
+        f"CREATE STAGE {stage} URL = 's3://{bucket}/in/'"
+        " STORAGE_INTEGRATION = floe_tests FILE_FORMAT = (TYPE = CSV)",
         f"CREATE TABLE {table} (v VARCHAR, file VARCHAR)",
         f"CREATE PIPE {pipe} AUTO_INGEST = TRUE AS COPY INTO {table} "
         f"FROM (SELECT {item}, METADATA$FILENAME FROM @{stage}) FILE_FORMAT = (TYPE = CSV)",

@@ -24,7 +24,8 @@ def _pipe(admin: SqlCaller, bucket: str) -> str:
     """A table and an auto-ingest CSV pipe on s3://bucket/in/; returns the table's name."""
     stage, table, pipe = unique("st_"), unique("t_"), unique("p_")
     admin.run_all(
-        f"CREATE STAGE {stage} URL = 's3://{bucket}/in/' FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)",
+        f"CREATE STAGE {stage} URL = 's3://{bucket}/in/'"
+        " STORAGE_INTEGRATION = floe_tests FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)",
         f"CREATE TABLE {table} (id INT, name VARCHAR, amount NUMBER(10,2), day DATE)",
         f"CREATE PIPE {pipe} AUTO_INGEST = TRUE AS COPY INTO {table} FROM @{stage} ON_ERROR = CONTINUE",
     )

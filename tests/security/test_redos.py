@@ -48,7 +48,8 @@ def test_item6_pipe_pattern_with_nested_quantifiers(admin: SqlCaller, stack: Sta
     bucket, stage, table, pipe = unique("redos"), unique("st_"), unique("t_"), unique("p_")
     aws_client(stack.settings.aws, "s3").create_bucket(Bucket=bucket)
     admin.run_all(
-        f"CREATE STAGE {stage} URL = 's3://{bucket}/in/' FILE_FORMAT = (TYPE = CSV)",
+        f"CREATE STAGE {stage} URL = 's3://{bucket}/in/'"
+        " STORAGE_INTEGRATION = floe_tests FILE_FORMAT = (TYPE = CSV)",
         f"CREATE TABLE {table} (id INT)",
         f"CREATE PIPE {pipe} AS COPY INTO {table} FROM @{stage} PATTERN = '{redos.NESTED_PATTERN}'",
     )

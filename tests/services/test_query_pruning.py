@@ -307,7 +307,8 @@ def engine() -> MemoryEngine:
 
 
 def run(engine: MemoryEngine, sql: str) -> tuple[list[list[Any]], dict[str, Any]]:
-    result = engine.run(sqlglot.parse_one(sql, read="snowflake"))
+    # Pruning is the subject here, not privileges: every read is allowed.
+    result = engine.run(sqlglot.parse_one(sql, read="snowflake"), lambda need: None)
     return sorted(result.rows, key=repr), result.stats
 
 

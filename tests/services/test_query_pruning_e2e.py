@@ -61,7 +61,10 @@ def load_50_blobs(stack: Stack, bucket: str, s3: Any, pipes: list[str]) -> str:
     """A new table loaded from FILES files through FILES new pipes (named into ``pipes``); checks
     that it is FILES blobs of one file each."""
     stage, table = unique("st_"), unique("t_")
-    stack.sql(f"CREATE STAGE {stage} URL = 's3://{bucket}/in/' FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)")
+    stack.sql(
+        f"CREATE STAGE {stage} URL = 's3://{bucket}/in/'"
+        " STORAGE_INTEGRATION = floe_tests FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)"
+    )
     stack.sql(f"CREATE TABLE {table} (id INT NOT NULL, name VARCHAR, day DATE)")
     # REST pipes (insertFiles), not auto-ingest: each auto-ingest pipe rewrites the bucket's
     # notification configuration, which LocalStack takes most of a second for.

@@ -24,6 +24,7 @@ from services.auth import Principal
 from services.functions import ALLOWED_NAMES, check_functions
 from services.query import evaluate_bound
 from services.sql import SqlExecutor
+from tests.conftest import TEST_INTEGRATION
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +49,8 @@ def ex(isolated_settings: Settings, redis_client: redis.Redis) -> Iterator[SqlEx
     )
     executor = SqlExecutor(settings, redis_client)
     for statement in (
-        "CREATE STAGE st URL = 's3://somebucket/x/'",
+        TEST_INTEGRATION,
+        "CREATE STAGE st URL = 's3://somebucket/x/' STORAGE_INTEGRATION = floe_tests",
         "CREATE TABLE t (a INT, b VARCHAR)",
         "CREATE PIPE p AUTO_INGEST = FALSE AS COPY INTO t FROM @st",
     ):
@@ -158,7 +160,9 @@ def test_ctes_subqueries_and_joins_resolve(ex: SqlExecutor, sql: str, expected: 
 def test_ctes_are_renamed_and_tables_replaced(ex: SqlExecutor) -> None:
     stats = {"blobs_total": 0, "blobs_scanned": 0}
     sql, tables = ex.engine.compile(
-        sqlglot.parse_one("WITH mine AS (SELECT a FROM t) SELECT * FROM mine", read="snowflake"), stats
+        sqlglot.parse_one("WITH mine AS (SELECT a FROM t) SELECT * FROM mine", read="snowflake"),
+        stats,
+        lambda need: None,
     )
     assert "MINE" not in sql.upper().replace("AS MINE", "") and "__floe_cte_0" in sql
     assert list(tables) == ["__floe_t0"]

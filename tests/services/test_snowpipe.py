@@ -34,6 +34,7 @@ from pipeline.registrar import PipeCommit, Registrar
 from services.api import create_app
 from services.auth import NO_MATCHING_KEY
 from tests.asgi import AppClient
+from tests.conftest import TEST_INTEGRATION
 
 pytestmark = pytest.mark.integration
 
@@ -121,13 +122,20 @@ def make_api(settings: Settings, client: redis.Redis[bytes], pattern: str | None
 def _populate(api: Api, client: redis.Redis[bytes], settings: Settings, pattern: str | None) -> None:
     """Create the stage, table and pipe, the two roles, and the three users with their keys."""
     stage, table, pipe = unique("st_"), unique("t_"), unique("p_")
-    api.sql(f"CREATE STAGE {stage} URL = 's3://{unique('b')}/in/' FILE_FORMAT = (TYPE = CSV)")
+    api.sql(TEST_INTEGRATION)
+    api.sql(
+        f"CREATE STAGE {stage} URL = 's3://{unique('b')}/in/' STORAGE_INTEGRATION = floe_tests "
+        "FILE_FORMAT = (TYPE = CSV)"
+    )
     api.sql(f"CREATE TABLE {table} (a INT, b VARCHAR)")
     where = f" PATTERN = '{pattern}'" if pattern else ""
     api.sql(f"CREATE PIPE {pipe} AS COPY INTO {table} FROM @{stage}{where}")
     api.pipe = Catalog(client, Keys(settings.redis.prefix)).get(Pipe, f"FLOE.PUBLIC.{pipe.upper()}")
     api.sql("CREATE ROLE loader")
     api.sql("CREATE ROLE watcher")
+    for role in ("loader", "watcher"):
+        api.sql(f"GRANT USAGE ON DATABASE FLOE TO ROLE {role}")
+        api.sql(f"GRANT USAGE ON SCHEMA FLOE.PUBLIC TO ROLE {role}")
     api.sql(f"GRANT OPERATE ON PIPE {pipe} TO ROLE loader")
     api.sql(f"GRANT MONITOR ON PIPE {pipe} TO ROLE watcher")
     for user, role in (("LOADER_U", "loader"), ("WATCHER_U", "watcher"), ("NOBODY_U", None)):
@@ -291,10 +299,12 @@ def test_tokens_in_milliseconds_and_the_second_key_are_accepted(api: Api) -> Non
 
 def test_privileges_unknown_pipes_and_bad_requests(api: Api) -> None:
     loader = bearer(token("LOADER_U", api.keys["LOADER_U"]))
-    for user in ("WATCHER_U", "NOBODY_U"):
-        assert_error(api.insert(user, ["a.csv"]), 403, "Insufficient privileges", "OPERATE")
+    # The watcher sees the pipe (MONITOR, and USAGE on its database and schema) but may not load.
+    assert_error(api.insert("WATCHER_U", ["a.csv"]), 403, "Insufficient privileges", "OPERATE")
+    # Nobody holds nothing: the pipe answers as a missing one does, so its existence does not leak.
+    assert_error(api.insert("NOBODY_U", ["a.csv"]), 404, "not found")
     nobody = bearer(token("NOBODY_U", api.keys["NOBODY_U"]))
-    assert_error(api.client.get(api.url("insertReport"), headers=nobody), 403, "MONITOR")
+    assert_error(api.client.get(api.url("insertReport"), headers=nobody), 404, "not found")
     assert api.client.get(api.url("insertReport"), headers=loader).status_code == 200  # OPERATE may read
     assert_error(
         api.client.post(

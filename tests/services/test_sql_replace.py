@@ -15,8 +15,12 @@ pytestmark = pytest.mark.integration
 
 
 def create(ex: SqlExecutor, replace: bool = False, stage: str = "st", pattern: str = "") -> Pipe:
-    ex.execute("CREATE STAGE IF NOT EXISTS st URL = 's3://somebucket/x/'", ADMIN)
-    ex.execute("CREATE STAGE IF NOT EXISTS other URL = 's3://somebucket/y/'", ADMIN)
+    ex.execute(
+        "CREATE STAGE IF NOT EXISTS st URL = 's3://somebucket/x/' STORAGE_INTEGRATION = floe_tests", ADMIN
+    )
+    ex.execute(
+        "CREATE STAGE IF NOT EXISTS other URL = 's3://somebucket/y/' STORAGE_INTEGRATION = floe_tests", ADMIN
+    )
     ex.execute("CREATE TABLE IF NOT EXISTS t (a INT, b VARCHAR)", ADMIN)
     verb = "CREATE OR REPLACE" if replace else "CREATE"
     ex.execute(f"{verb} PIPE p AUTO_INGEST = FALSE AS COPY INTO t FROM @{stage} {pattern}", ADMIN)

@@ -1,4 +1,5 @@
-"""Parsing the access-control statements: users, roles and pipe grants."""
+"""Parsing the access-control statements: users, roles, grants on every kind of object, and the
+session's roles."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 from floe.catalog import access
 from floe.catalog.access import (
     AlterUser,
+    Bulk,
     CreateRole,
     CreateUser,
     DescribeUser,
@@ -16,13 +18,18 @@ from floe.catalog.access import (
     GrantRole,
     RevokePrivileges,
     RevokeRole,
-    ShowGrantsOnPipe,
+    Securable,
+    ShowFutureGrants,
+    ShowGrantsOn,
     ShowGrantsToRole,
     ShowGrantsToUser,
     ShowRoles,
     ShowUsers,
+    UseRole,
+    UseSecondaryRoles,
 )
-from floe.catalog.ddl import Defaults, Drop, Name, Show, parse
+from floe.catalog.ddl import Defaults, Drop, Show, parse
+from floe.catalog.models import PRIVILEGES
 from floe.errors import CompilationError
 
 pytestmark = pytest.mark.unit
@@ -76,18 +83,16 @@ def test_quoted_key_keeps_escapes_and_newlines() -> None:
         ("DROP USER", "DROP USER expects a user name"),
         ("DROP ROLE a b", "unexpected 'b'. DROP ROLE expects the end of the statement"),
         ("GRANT FLY ON PIPE p TO ROLE r", "invalid privilege 'FLY' on a pipe"),
-        ("GRANT USAGE ON DATABASE d TO ROLE r", "invalid privilege 'USAGE'"),
-        ("GRANT MONITOR ON TABLE t TO ROLE r", "GRANT expects ON PIPE <pipe>"),
         ("GRANT MONITOR ON PIPE p TO USER u", "GRANT expects TO ROLE <role>"),
         ("GRANT MONITOR ON PIPE p TO ROLE", "GRANT expects a role name"),
         ("GRANT OWNERSHIP, MONITOR ON PIPE p TO ROLE r", "OWNERSHIP must be granted on its own"),
         ("GRANT MONITOR ON PIPE p TO ROLE r WITH GRANT OPTION", "WITH GRANT OPTION is not supported"),
-        ("GRANT ROLE r TO ROLE s", "granting a role to a role is not supported"),
         ("GRANT ROLE r TO USER", "GRANT ROLE expects a user name"),
-        ("REVOKE ROLE r TO USER u", "REVOKE ROLE expects FROM USER <user>"),
+        ("GRANT ROLE r TO SHARE s", "GRANT ROLE expects TO ROLE <role> or TO USER <user>"),
+        ("REVOKE ROLE r TO USER u", "REVOKE ROLE expects FROM ROLE <role> or FROM USER <user>"),
         ("REVOKE GRANT OPTION FOR MONITOR ON PIPE p FROM ROLE r", "grant options are not supported"),
         ("REVOKE MONITOR ON PIPE p TO ROLE r", "REVOKE expects FROM ROLE <role>"),
-        ("SHOW GRANTS", "SHOW GRANTS expects TO ROLE r, TO USER u or ON PIPE p"),
+        ("SHOW GRANTS", "SHOW GRANTS expects TO ROLE <role>, TO USER <user> or ON <object>"),
         ("SHOW GRANTS OF ROLE r", "unexpected 'OF'"),
         ("SHOW USERS LIKE alice", "SHOW expects a quoted pattern after LIKE"),
         ("DESC USER", "DESC USER expects a user name"),
@@ -134,32 +139,34 @@ def test_drop_and_create_roles_and_users() -> None:
     assert isinstance(parse("DROP PIPE p"), Drop)
 
 
-def test_role_grants_to_users() -> None:
-    assert parse("GRANT ROLE etl TO USER alice;") == GrantRole("ETL", "ALICE")
-    assert parse('revoke role "Etl" from user alice') == RevokeRole("Etl", "ALICE")
+def test_role_grants_to_users_and_roles() -> None:
+    assert parse("GRANT ROLE etl TO USER alice;") == GrantRole("ETL", "USER", "ALICE")
+    assert parse('revoke role "Etl" from user alice') == RevokeRole("Etl", "USER", "ALICE")
+    assert parse("grant role etl to role sysadmin") == GrantRole("ETL", "ROLE", "SYSADMIN")
+    assert parse('REVOKE ROLE etl FROM ROLE "Loader";') == RevokeRole("ETL", "ROLE", "Loader")
 
 
 def test_pipe_privileges_are_qualified_and_normalised() -> None:
     s = parse("grant monitor, operate, MONITOR on pipe raw.p to role etl")
-    assert s == GrantPrivileges(["OPERATE", "MONITOR"], Name("FLOE", "RAW", "P"), "ETL")
+    assert s == GrantPrivileges(["OPERATE", "MONITOR"], Securable("PIPE", "FLOE.RAW.P"), "ETL")
     s = parse('GRANT ALL PRIVILEGES ON PIPE db.s."p" TO ROLE r')
-    assert s == GrantPrivileges(["OPERATE", "MONITOR"], Name("DB", "S", "p"), "R")
+    assert s == GrantPrivileges(["OPERATE", "MONITOR"], Securable("PIPE", "DB.S.p"), "R")
     assert parse("GRANT ALL ON PIPE p TO ROLE r", Defaults("D", "S")) == GrantPrivileges(
-        ["OPERATE", "MONITOR"], Name("D", "S", "P"), "R"
+        ["OPERATE", "MONITOR"], Securable("PIPE", "D.S.P"), "R"
     )
     s = parse("GRANT OWNERSHIP ON PIPE p TO ROLE etl REVOKE CURRENT GRANTS")
-    assert s == GrantPrivileges(["OWNERSHIP"], Name("FLOE", "PUBLIC", "P"), "ETL", "REVOKE")
+    assert s == GrantPrivileges(["OWNERSHIP"], Securable("PIPE", "FLOE.PUBLIC.P"), "ETL", "REVOKE")
     s = parse("GRANT OWNERSHIP ON PIPE p TO ROLE etl COPY CURRENT GRANTS;")
     assert isinstance(s, GrantPrivileges) and s.current_grants == "COPY"
 
 
 def test_revoke_pipe_privileges() -> None:
     s = parse("REVOKE OPERATE ON PIPE p FROM ROLE etl")
-    assert s == RevokePrivileges(["OPERATE"], Name("FLOE", "PUBLIC", "P"), "ETL")
+    assert s == RevokePrivileges(["OPERATE"], Securable("PIPE", "FLOE.PUBLIC.P"), "ETL")
     s = parse("revoke all privileges on pipe p from role etl restrict;")
-    assert s == RevokePrivileges(["OPERATE", "MONITOR"], Name("FLOE", "PUBLIC", "P"), "ETL")
+    assert s == RevokePrivileges(["OPERATE", "MONITOR"], Securable("PIPE", "FLOE.PUBLIC.P"), "ETL")
     # The parser accepts it so the executor can say how ownership moves instead.
-    s = parse("REVOKE OWNERSHIP ON PIPE p FROM ROLE etl")
+    s = parse("REVOKE OWNERSHIP ON PIPE p FROM ROLE etl CASCADE")
     assert isinstance(s, RevokePrivileges) and s.privileges == ["OWNERSHIP"]
 
 
@@ -169,7 +176,7 @@ def test_show_and_describe() -> None:
     assert parse("SHOW ROLES LIKE 'it''s'") == ShowRoles("it's")
     assert parse("SHOW GRANTS TO ROLE etl") == ShowGrantsToRole("ETL")
     assert parse('SHOW GRANTS TO USER "al"') == ShowGrantsToUser("al")
-    assert parse("show grants on pipe s.p") == ShowGrantsOnPipe(Name("FLOE", "S", "P"))
+    assert parse("show grants on pipe s.p") == ShowGrantsOn(Securable("PIPE", "FLOE.S.P"))
     assert parse("DESC USER alice") == DescribeUser("ALICE")
     assert parse("DESCRIBE USER alice;") == DescribeUser("ALICE")
     # The catalog SHOWs are unchanged.
@@ -178,4 +185,182 @@ def test_show_and_describe() -> None:
 
 def test_other_statements_are_not_access_statements() -> None:
     for sql in ("SELECT 1", "CREATE TABLE t (a INT)", "SHOW PIPES", "DESC PIPE p", "CREATE USERS_X"):
+        assert access.parse(sql, Defaults()) is None
+
+
+@pytest.mark.parametrize(
+    ("on", "securable"),
+    [
+        ("ACCOUNT", Securable("ACCOUNT", "")),
+        ("DATABASE raw", Securable("DATABASE", "RAW")),
+        ('DATABASE "Raw"', Securable("DATABASE", "Raw")),
+        ("SCHEMA s", Securable("SCHEMA", "D.S")),
+        ('SCHEMA "Db" . s', Securable("SCHEMA", "Db.S")),
+        ("TABLE t", Securable("TABLE", "D.S.T")),
+        ('TABLE x."y".z', Securable("TABLE", "X.y.Z")),
+        ("STAGE s2.st", Securable("STAGE", "D.S2.ST")),
+        ("PIPE p", Securable("PIPE", "D.S.P")),
+        ("INTEGRATION i", Securable("INTEGRATION", "I")),
+        ('STORAGE  INTEGRATION "i"', Securable("INTEGRATION", "i")),
+        ("ROLE etl", Securable("ROLE", "ETL")),
+        ("USER alice", Securable("USER", "ALICE")),
+    ],
+)
+def test_every_kind_of_object_takes_grants_and_shows_them(on: str, securable: Securable) -> None:
+    defaults = Defaults("D", "S")
+    privileges = list(PRIVILEGES[securable.kind])
+    if privileges:
+        sql = f"GRANT ALL PRIVILEGES ON {on} TO ROLE r"
+        assert parse(sql, defaults) == GrantPrivileges(privileges, securable, "R")
+        sql = f"REVOKE {', '.join(reversed(privileges))} ON {on} FROM ROLE r"
+        assert parse(sql, defaults) == RevokePrivileges(privileges, securable, "R")
+    if securable.kind != "ACCOUNT":
+        sql = f"GRANT OWNERSHIP ON {on} TO ROLE r COPY CURRENT GRANTS"
+        assert parse(sql, defaults) == GrantPrivileges(["OWNERSHIP"], securable, "R", "COPY")
+    assert parse(f"SHOW GRANTS ON {on}", defaults) == ShowGrantsOn(securable)
+
+
+def test_multi_word_privileges_in_any_order_come_back_in_the_kinds_order() -> None:
+    s = parse("grant create  pipe, usage, CREATE\n FILE FORMAT, create table, usage on schema s to role etl")
+    assert s == GrantPrivileges(
+        ["USAGE", "CREATE TABLE", "CREATE PIPE", "CREATE FILE FORMAT"], Securable("SCHEMA", "FLOE.S"), "ETL"
+    )
+    s = parse("GRANT MANAGE GRANTS, CREATE DATABASE, CREATE INTEGRATION ON ACCOUNT TO ROLE admin")
+    assert s == GrantPrivileges(
+        ["CREATE DATABASE", "CREATE INTEGRATION", "MANAGE GRANTS"], Securable("ACCOUNT", ""), "ADMIN"
+    )
+    s = parse("GRANT SELECT, ALL, SELECT ON TABLE t TO ROLE r")
+    assert isinstance(s, GrantPrivileges) and s.privileges == list(PRIVILEGES["TABLE"])
+
+
+def test_schema_names_take_the_default_database_and_at_most_two_parts() -> None:
+    assert parse("GRANT USAGE ON SCHEMA raw TO ROLE r", Defaults("LAKE", "X")) == GrantPrivileges(
+        ["USAGE"], Securable("SCHEMA", "LAKE.RAW"), "R"
+    )
+    with pytest.raises(
+        CompilationError, match=r"invalid schema name 'a\.b\.c'; name a schema as <schema> or"
+    ):
+        parse("GRANT USAGE ON SCHEMA a.b.c TO ROLE r")
+
+
+@pytest.mark.parametrize(
+    ("sql", "bulk"),
+    [
+        ("ON ALL TABLES IN SCHEMA s", Bulk(False, "TABLE", "SCHEMA", "D.S")),
+        ("on future tables in schema x.y", Bulk(True, "TABLE", "SCHEMA", "X.Y")),
+        ("ON FUTURE TABLES IN DATABASE raw", Bulk(True, "TABLE", "DATABASE", "RAW")),
+        ('ON ALL STAGES IN DATABASE "Raw"', Bulk(False, "STAGE", "DATABASE", "Raw")),
+        ("ON FUTURE PIPES IN SCHEMA s", Bulk(True, "PIPE", "SCHEMA", "D.S")),
+    ],
+)
+def test_grants_on_all_and_future_objects_in_a_container(sql: str, bulk: Bulk) -> None:
+    defaults = Defaults("D", "S")
+    privileges = ["OPERATE"] if bulk.kind == "PIPE" else ["USAGE"] if bulk.kind == "STAGE" else ["SELECT"]
+    assert parse(f"GRANT {privileges[0]} {sql} TO ROLE r", defaults) == GrantPrivileges(privileges, bulk, "R")
+    assert parse(f"REVOKE {privileges[0]} {sql} FROM ROLE r", defaults) == RevokePrivileges(
+        privileges, bulk, "R"
+    )
+    s = parse(f"GRANT ALL {sql} TO ROLE r", defaults)
+    assert isinstance(s, GrantPrivileges) and s.privileges == list(PRIVILEGES[bulk.kind])
+    s = parse(f"GRANT OWNERSHIP {sql} TO ROLE r REVOKE CURRENT GRANTS", defaults)
+    assert s == GrantPrivileges(["OWNERSHIP"], bulk, "R", "REVOKE")
+
+
+def test_show_future_grants_and_use_role() -> None:
+    assert parse("SHOW FUTURE GRANTS IN SCHEMA s") == ShowFutureGrants("SCHEMA", "FLOE.S")
+    assert parse('show future grants in database "Raw";') == ShowFutureGrants("DATABASE", "Raw")
+    assert parse("USE ROLE etl") == UseRole("ETL")
+    assert parse('use role "Mixed";') == UseRole("Mixed")
+    assert parse("USE SECONDARY ROLES ALL") == UseSecondaryRoles(True)
+    assert parse("use secondary roles none") == UseSecondaryRoles(False)
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        (
+            "GRANT OPERATE ON TABLE t TO ROLE r",
+            "invalid privilege 'OPERATE' on a table; table privileges are SELECT, INSERT, UPDATE, DELETE, "
+            "TRUNCATE, REFERENCES and ALL [PRIVILEGES], or OWNERSHIP on its own",
+        ),
+        ("GRANT SELECT ON PIPE p TO ROLE r", "pipe privileges are OPERATE, MONITOR and ALL [PRIVILEGES]"),
+        ("GRANT CREATE VIEW ON SCHEMA s TO ROLE r", "invalid privilege 'CREATE VIEW' on a schema"),
+        (
+            "GRANT CREATE TABLE ON DATABASE d TO ROLE r",
+            "database privileges are USAGE, CREATE SCHEMA, MONITOR",
+        ),
+        (
+            "GRANT USAGE ON ACCOUNT TO ROLE r",
+            "account privileges are CREATE DATABASE, CREATE ROLE, CREATE USER",
+        ),
+        ("GRANT MONITOR ON INTEGRATION i TO ROLE r", "integration privileges are USAGE and ALL"),
+        ("GRANT SELECT ON ALL STAGES IN SCHEMA s TO ROLE r", "invalid privilege 'SELECT' on a stage"),
+        ("GRANT USAGE ON ROLE r TO ROLE s", "a role takes only OWNERSHIP (GRANT OWNERSHIP ON ROLE <name>"),
+        ("GRANT ALL ON ROLE r TO ROLE s", "invalid privilege 'ALL PRIVILEGES' on a role"),
+        ("GRANT OWNERSHIP ON ACCOUNT TO ROLE r", "the account has no owner"),
+        ("GRANT OWNERSHIP, USAGE ON ACCOUNT TO ROLE r", "the account has no owner"),
+        (
+            "GRANT SELECT, OWNERSHIP ON TABLE t TO ROLE r",
+            "OWNERSHIP must be granted on its own: GRANT OWNERSHIP ON TABLE <name> TO ROLE <role>",
+        ),
+        ("GRANT ALL, OWNERSHIP ON SCHEMA s TO ROLE r", "OWNERSHIP must be granted on its own"),
+        ("REVOKE OWNERSHIP, SELECT ON TABLE t FROM ROLE r", "OWNERSHIP must be revoked on its own: REVOKE"),
+        (
+            "GRANT SELECT ON TABLE t TO ROLE r COPY CURRENT GRANTS",
+            "COPY CURRENT GRANTS goes with GRANT OWNERSHIP",
+        ),
+        ("GRANT SELECT ON TABLE t TO ROLE r WITH GRANT OPTION", "leave WITH GRANT OPTION out"),
+        ("GRANT OWNERSHIP ON TABLE t TO ROLE r WITH GRANT OPTION", "WITH GRANT OPTION is not supported"),
+        (
+            "GRANT SELECT ON VIEW v TO ROLE r",
+            "GRANT expects ACCOUNT, DATABASE, SCHEMA, TABLE, STAGE, PIPE, INTEG",
+        ),
+        ("GRANT SELECT ON t TO ROLE r", "unexpected 't'. GRANT expects ACCOUNT, DATABASE"),
+        ("GRANT SELECT TO ROLE r", "unexpected 'TO'. GRANT expects ON <object>"),
+        ("GRANT ON TABLE t TO ROLE r", "unexpected 'ON'. GRANT expects a privilege"),
+        ("GRANT CREATE ON SCHEMA s TO ROLE r", "GRANT expects the kind of object after CREATE"),
+        ("GRANT MANAGE ON ACCOUNT TO ROLE r", "GRANT expects GRANTS (MANAGE GRANTS)"),
+        (
+            "GRANT SELECT ON ALL VIEWS IN SCHEMA s TO ROLE r",
+            "GRANT expects TABLES, STAGES or PIPES after ON ALL",
+        ),
+        ("GRANT SELECT ON FUTURE TABLE IN SCHEMA s TO ROLE r", "TABLES, STAGES or PIPES after ON FUTURE"),
+        (
+            "GRANT SELECT ON ALL TABLES s TO ROLE r",
+            "GRANT expects IN SCHEMA <schema> or IN DATABASE <database>",
+        ),
+        ("GRANT SELECT ON ALL TABLES IN ACCOUNT TO ROLE r", "unexpected 'IN'. GRANT expects IN SCHEMA"),
+        ("GRANT SELECT ON TABLE t TO ROLE r RESTRICT", "GRANT expects the end of the statement"),
+        ("SHOW GRANTS ON ALL TABLES IN SCHEMA s", "unexpected 'ALL'. SHOW GRANTS expects ACCOUNT, DATABASE"),
+        ("SHOW GRANTS ON ACCOUNT a", "SHOW GRANTS expects the end of the statement"),
+        ("SHOW FUTURE GRANTS TO ROLE r", "SHOW FUTURE GRANTS expects IN SCHEMA <schema> or IN DATABASE"),
+        ("USE ROLE", "USE ROLE expects a role name"),
+        ("USE ROLE a b", "unexpected 'b'. USE ROLE expects the end of the statement"),
+        ("USE SECONDARY ROLES a, b", "USE SECONDARY ROLES expects ALL or NONE (Floe does not take a list"),
+    ],
+)
+def test_malformed_grants(sql: str, message: str) -> None:
+    with pytest.raises(CompilationError) as info:
+        parse(sql)
+    assert message in str(info.value)
+
+
+def test_quoted_names_keep_their_case_everywhere() -> None:
+    s = parse('GRANT USAGE ON DATABASE "raw" TO ROLE "Loader"')
+    assert s == GrantPrivileges(["USAGE"], Securable("DATABASE", "raw"), "Loader")
+    s = parse('GRANT SELECT ON FUTURE TABLES IN SCHEMA "raw"."in" TO ROLE r')
+    assert s == GrantPrivileges(["SELECT"], Bulk(True, "TABLE", "SCHEMA", "raw.in"), "R")
+    assert parse('GRANT ROLE "a" TO ROLE "b"') == GrantRole("a", "ROLE", "b")
+
+
+def test_a_role_name_longer_than_snowflake_allows_is_refused() -> None:
+    parse(f"GRANT USAGE ON DATABASE d TO ROLE {'r' * 255}")
+    with pytest.raises(CompilationError, match="is too long"):
+        parse(f"GRANT USAGE ON DATABASE d TO ROLE {'r' * 256}")
+    with pytest.raises(CompilationError, match="is too long"):
+        parse(f"USE ROLE {'r' * 256}")
+
+
+def test_namespace_statements_are_not_access_statements() -> None:
+    for sql in ("SHOW DATABASES", "DROP DATABASE d", "DESC SCHEMA s", "USE DATABASE d", "CREATE SCHEMA s"):
         assert access.parse(sql, Defaults()) is None
