@@ -177,7 +177,9 @@ def may_know_absence(catalog: Catalog, principal: Principal, kind: str, name: st
     """Whether telling the principal that an object does not exist (DROP ... IF EXISTS succeeding)
     says nothing it could not learn anyway: it can list the object's container, or all of its kind."""
     roles = active_roles(catalog, principal)
-    if kind in ("USER", "ROLE"):
+    if kind in ("USER", "ROLE", "DATABASE", "INTEGRATION"):
+        # Account-level objects: SHOW lists only the visible ones, so only a role that may create
+        # (or grant on) them all may learn that one is absent.
         return bool(held(catalog, roles, "ACCOUNT", "") & {"MANAGE GRANTS", f"CREATE {kind}"})
     return all(_usable(catalog, roles, k, n) for k, n in containers(kind, name))
 

@@ -262,6 +262,14 @@ class GrantStatements:
         elif find(self.catalog, on.kind, on.name) is None:
             raise ObjectNotFound(on.kind.lower(), on.name)
 
+    def _container(self, principal: Principal, kind: str, name: str) -> None:
+        """Grants on all or future objects of a schema or database: its owner, or MANAGE GRANTS; it
+        must exist either way."""
+        if not allowed(self.catalog, principal, MANAGE_GRANTS):
+            authorize(self.catalog, principal, Need(kind, name, ("OWNERSHIP",)))
+        elif find(self.catalog, kind, name) is None:
+            raise ObjectNotFound(kind.lower(), name)
+
     def _bulk_objects(self, on: Bulk) -> list[CatalogObject]:
         model = MODELS[on.kind]
         return [o for name, o in sorted(self.catalog.all(model).items()) if _under(name, on.container)]
@@ -296,7 +304,8 @@ class GrantStatements:
 
     def alter_user(self, s: AlterUser, principal: Principal) -> Result:
         # Key rotation is self-service; anything else about a user is its owner's.
-        own_keys = s.name == principal.user and set(s.properties) <= set(KEY_PROPERTIES)
+        # A user may change its own keys and default role (Snowflake's self-service properties).
+        own_keys = s.name == principal.user and set(s.properties) <= {*KEY_PROPERTIES, "DEFAULT_ROLE"}
         need = Need("USER", s.name, ("OWNERSHIP",))
         if s.name == principal.user and not own_keys and not allowed(self.catalog, principal, need):
             # A user knows it exists: refuse with 003001 rather than "does not exist".
@@ -478,10 +487,7 @@ class GrantStatements:
     def _grant_bulk(self, s: GrantPrivileges, principal: Principal) -> Result:
         on = s.on
         assert isinstance(on, Bulk)
-        if not allowed(self.catalog, principal, MANAGE_GRANTS):
-            authorize(self.catalog, principal, Need(on.container_kind, on.container, ("OWNERSHIP",)))
-        elif find(self.catalog, on.container_kind, on.container) is None:
-            raise ObjectNotFound(on.container_kind.lower(), on.container)
+        self._container(principal, on.container_kind, on.container)
         if on.future:
             if s.privileges == ["OWNERSHIP"]:
                 raise CompilationError("Future grants of OWNERSHIP are not supported; grant the privileges.")
@@ -508,8 +514,7 @@ class GrantStatements:
         self.require_role(s.role)
         if isinstance(s.on, Bulk):
             on = s.on
-            if not allowed(self.catalog, principal, MANAGE_GRANTS):
-                authorize(self.catalog, principal, Need(on.container_kind, on.container, ("OWNERSHIP",)))
+            self._container(principal, on.container_kind, on.container)
             role = self.role(s.role)
             if on.future:
                 key = future_key(on.kind, on.container_kind, on.container)
@@ -587,8 +592,7 @@ class GrantStatements:
         return table(GRANT_COLUMNS, rows)
 
     def show_future_grants(self, s: ShowFutureGrants, principal: Principal) -> Result:
-        if not allowed(self.catalog, principal, MANAGE_GRANTS):
-            authorize(self.catalog, principal, Need(s.container_kind, s.container, ("OWNERSHIP",)))
+        self._container(principal, s.container_kind, s.container)
         rows: list[dict[str, str]] = []
         suffix = f" IN {s.container_kind} {s.container}"
         for role in self.catalog.all(Role).values():

@@ -519,6 +519,9 @@ class SqlExecutor:
     # ------------------------------------------------------------------------ SHOW and DESC
 
     def _show(self, s: Show, principal: Principal) -> Result:
+        if s.in_kind in ("DATABASE", "SCHEMA") and s.in_name:
+            # A container the roles cannot use answers as a missing one, not as an empty list.
+            self._authorize(principal, Need(s.in_kind, s.in_name, ("USAGE", "OWNERSHIP")))
         roles = active_roles(self.catalog, principal)
         model = MODELS[s.kind]
         objects = [

@@ -1,0 +1,1041 @@
+"""The access-control matrix: every SQL statement and every Snowpipe REST route, each as a role that
+holds exactly the privileges it needs (it succeeds) and as one that does not (it fails with
+Snowflake's code and text, and changes nothing).
+
+One row per statement form (issue 12, "The whole matrix"). A row gives the statement (or route), the
+grants that are exactly enough, as ACCOUNTADMIN statements with ``{role}`` for the caller's role, and
+the answer without them. Each row runs as several cases, each on a fresh world:
+
+- ``ok``: with every grant, the statement succeeds;
+- ``none``: with none of them, it fails with the row's exception, code, SQL state and text;
+- ``without <grant>``: with all grants but that one (rows with several), it fails too: no grant is
+  superfluous, so a check missing from a handler shows up here.
+
+A row may also hold ``given`` grants, kept in every case: they make the object visible, so the
+refusal is 003001 "Insufficient privileges" rather than 002003 "does not exist or not authorized".
+A SHOW row says which name the statement lists; without the grants it lists the rest but not that.
+Rows without grants are statements anyone may run, and say so.
+
+``test_every_statement_and_route_has_a_row`` fails when a statement type or a route is added
+without a row here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import redis
+from cryptography.hazmat.primitives.asymmetric import rsa
+from fastapi.routing import APIRoute
+
+from bench.harness import unique
+from floe.catalog import (
+    ADMIN_ROLE,
+    CatalogObject,
+    Database,
+    Pipe,
+    Role,
+    Schema,
+    Stage,
+    StorageIntegration,
+    Table,
+    User,
+)
+from floe.catalog.ddl import Defaults, parse
+from floe.errors import ObjectNotFound, PermissionDenied, SqlError
+from floe.keypair import new_private_key, public_key_body
+from floe.keys import Keys
+from floe.settings import Settings
+from services.api import create_app
+from services.auth import Authenticator, Principal, RateLimiter
+from services.dedup import Deduper
+from services.snowpipe import SnowpipeService, router
+from services.sql import SqlExecutor
+from tests.asgi import AppClient
+from tests.conftest import TEST_INTEGRATION
+from tests.services.test_snowpipe import bearer, token
+
+pytestmark = pytest.mark.integration
+
+ADMIN = Principal("FLOE_ADMIN", frozenset({ADMIN_ROLE, "PUBLIC"}))
+ROLE = "CALLER"
+"""The role every case runs as (its user's DEFAULT_ROLE, and its only granted role)."""
+USER = "CALLER_U"
+
+WORLD = (
+    "CREATE DATABASE sales",
+    "CREATE SCHEMA sales.raw",
+    "CREATE STORAGE INTEGRATION lake TYPE = EXTERNAL_STAGE STORAGE_PROVIDER = 'S3' ENABLED = TRUE "
+    "STORAGE_ALLOWED_LOCATIONS = ('s3://lake/')",
+    "CREATE STAGE sales.raw.landing URL = 's3://lake/in/' STORAGE_INTEGRATION = lake",
+    "CREATE TABLE sales.raw.orders (a INT)",
+    "CREATE PIPE sales.raw.loader AUTO_INGEST = FALSE AS COPY INTO sales.raw.orders FROM @sales.raw.landing",
+    "CREATE ROLE role_a",
+    "CREATE ROLE role_b",
+    "CREATE USER user_b DEFAULT_ROLE = role_b",
+    f"CREATE ROLE {ROLE}",
+    f"CREATE USER {USER} DEFAULT_ROLE = {ROLE} RSA_PUBLIC_KEY = '{{key}}'",
+    f"GRANT ROLE {ROLE} TO USER {USER}",
+)
+"""Everything ACCOUNTADMIN makes before a case: objects of every kind, owned by ACCOUNTADMIN (the
+database and schema too, so no system role's privileges leak in), grant targets, and the caller."""
+
+PIPE = "SALES.RAW.LOADER"
+
+# The grants most rows need, with {role} for the caller's role.
+DB = "GRANT USAGE ON DATABASE sales TO ROLE {role}"
+SCHEMA = "GRANT USAGE ON SCHEMA sales.raw TO ROLE {role}"
+INSIDE = (DB, SCHEMA)
+"""USAGE on the database and schema the stage, table and pipe live in."""
+
+
+def on_account(privilege: str) -> str:
+    return f"GRANT {privilege} ON ACCOUNT TO ROLE {{role}}"
+
+
+def on(privilege: str, kind: str, name: str) -> str:
+    return f"GRANT {privilege} ON {kind} {name} TO ROLE {{role}}"
+
+
+def owns(kind: str, name: str) -> str:
+    return on("OWNERSHIP", kind, name)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """How a SQL statement fails: the exception's exact class, its code and SQL state, and a fragment
+    of its message."""
+
+    exc: type[SqlError]
+    code: str
+    state: str
+    text: str
+
+
+@dataclass(frozen=True)
+class HttpRefusal:
+    """How a REST route fails: status, Snowflake's error code, a fragment of the message."""
+
+    status: int
+    code: str
+    text: str
+
+
+def denied(text: str) -> Refusal:
+    """003001: the role sees the object (or it is the account, or a role) but may not do this."""
+    return Refusal(PermissionDenied, "003001", "42501", text)
+
+
+def unseen(what: str) -> Refusal:
+    """002003: the role cannot see the object, which answers as a missing one would."""
+    return Refusal(ObjectNotFound, "002003", "02000", f"{what} does not exist or not authorized")
+
+
+ACCOUNT = denied("Insufficient privileges to operate on account")
+NOT_FOUND = HttpRefusal(404, "390404", "Specified object does not exist or not authorized. Pipe")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One statement form or route, and what it takes."""
+
+    name: str
+    sql: str = ""
+    route: tuple[str, str] | None = None
+    """(method, path) as ``services.snowpipe.router`` registers it; ``{pipe_name}`` is the world's pipe."""
+    grants: tuple[str, ...] = ()
+    """Exactly enough: with them the statement succeeds, without any one of them it fails."""
+    fails: Refusal | HttpRefusal | None = None
+    """The answer with none of ``grants``; None for SHOW rows (they filter) and rows needing nothing."""
+    lists: str | None = None
+    """SHOW rows: the name listed with the grants and left out without them."""
+    given: tuple[str, ...] = ()
+    """Grants held in every case (they make the object visible), never dropped."""
+    setup: tuple[str, ...] = ()
+    """More ACCOUNTADMIN statements for this row's world (what a REVOKE takes back)."""
+    query: str = ""
+    """REST rows: the query string after requestId."""
+    owned: tuple[type[CatalogObject], str] | None = None
+    """CREATE rows: the object made, which the caller's role must own afterwards."""
+
+
+PIPE_DEF = "AUTO_INGEST = FALSE AS COPY INTO sales.raw.orders FROM @sales.raw.landing"
+HISTORY = (
+    "SELECT * FROM TABLE(INFORMATION_SCHEMA.COPY_HISTORY(TABLE_NAME => 'sales.raw.orders', "
+    "START_TIME => DATEADD(hours, -1, CURRENT_TIMESTAMP())))"
+)
+INTEGRATION = (
+    "STORAGE INTEGRATION {name} TYPE = EXTERNAL_STAGE STORAGE_PROVIDER = 'S3' ENABLED = TRUE "
+    "STORAGE_ALLOWED_LOCATIONS = ('s3://{name}/')"
+)
+
+NAMESPACES = [
+    Row(
+        "CREATE DATABASE",
+        "CREATE DATABASE mart",
+        owned=(Database, "MART"),
+        grants=(on_account("CREATE DATABASE"),),
+        fails=ACCOUNT,
+    ),
+    Row(
+        "CREATE DATABASE IF NOT EXISTS, existing",
+        "CREATE DATABASE IF NOT EXISTS sales",
+        grants=(on_account("CREATE DATABASE"),),
+        fails=ACCOUNT,
+    ),
+    Row(
+        "CREATE OR REPLACE DATABASE",
+        "CREATE OR REPLACE DATABASE sales",
+        owned=(Database, "SALES"),
+        grants=(on_account("CREATE DATABASE"), owns("DATABASE", "sales")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "CREATE SCHEMA",
+        "CREATE SCHEMA sales.staging",
+        owned=(Schema, "SALES.STAGING"),
+        grants=(DB, on("CREATE SCHEMA", "DATABASE", "sales")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "CREATE OR REPLACE SCHEMA",
+        "CREATE OR REPLACE SCHEMA sales.raw",
+        owned=(Schema, "SALES.RAW"),
+        grants=(DB, on("CREATE SCHEMA", "DATABASE", "sales"), owns("SCHEMA", "sales.raw")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "CREATE OR REPLACE SCHEMA, visible but not owned",
+        "CREATE OR REPLACE SCHEMA sales.raw",
+        owned=(Schema, "SALES.RAW"),
+        given=INSIDE,
+        grants=(on("CREATE SCHEMA", "DATABASE", "sales"), owns("SCHEMA", "sales.raw")),
+        fails=denied("Insufficient privileges to operate on schema 'RAW'"),
+    ),
+    Row(
+        "CREATE STORAGE INTEGRATION",
+        "CREATE " + INTEGRATION.format(name="pond"),
+        owned=(StorageIntegration, "POND"),
+        grants=(on_account("CREATE INTEGRATION"),),
+        fails=ACCOUNT,
+    ),
+    Row(
+        "CREATE OR REPLACE STORAGE INTEGRATION",
+        "CREATE OR REPLACE " + INTEGRATION.format(name="lake"),
+        owned=(StorageIntegration, "LAKE"),
+        grants=(on_account("CREATE INTEGRATION"), owns("INTEGRATION", "lake")),
+        fails=unseen("Integration 'LAKE'"),
+    ),
+]
+
+OBJECTS = [
+    Row(
+        "CREATE STAGE",
+        "CREATE STAGE sales.raw.inbox URL = 's3://lake/inbox/' STORAGE_INTEGRATION = lake",
+        owned=(Stage, "SALES.RAW.INBOX"),
+        grants=(*INSIDE, on("CREATE STAGE", "SCHEMA", "sales.raw"), on("USAGE", "INTEGRATION", "lake")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "CREATE STAGE, schema usable without CREATE STAGE",
+        "CREATE STAGE sales.raw.inbox URL = 's3://lake/inbox/' STORAGE_INTEGRATION = lake",
+        owned=(Stage, "SALES.RAW.INBOX"),
+        given=(*INSIDE, on("USAGE", "INTEGRATION", "lake")),
+        grants=(on("CREATE STAGE", "SCHEMA", "sales.raw"),),
+        fails=denied("Insufficient privileges to operate on schema 'RAW'"),
+    ),
+    Row(
+        "CREATE OR REPLACE STAGE",
+        "CREATE OR REPLACE STAGE sales.raw.landing URL = 's3://lake/in/' STORAGE_INTEGRATION = lake",
+        owned=(Stage, "SALES.RAW.LANDING"),
+        grants=(
+            *INSIDE,
+            on("CREATE STAGE", "SCHEMA", "sales.raw"),
+            on("USAGE", "INTEGRATION", "lake"),
+            owns("STAGE", "sales.raw.landing"),
+        ),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "CREATE TABLE",
+        "CREATE TABLE sales.raw.returns (a INT)",
+        owned=(Table, "SALES.RAW.RETURNS"),
+        grants=(*INSIDE, on("CREATE TABLE", "SCHEMA", "sales.raw")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "CREATE OR REPLACE TABLE",
+        "CREATE OR REPLACE TABLE sales.raw.orders (a INT)",
+        owned=(Table, "SALES.RAW.ORDERS"),
+        grants=(*INSIDE, on("CREATE TABLE", "SCHEMA", "sales.raw"), owns("TABLE", "sales.raw.orders")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "CREATE PIPE",
+        f"CREATE PIPE sales.raw.second {PIPE_DEF}",
+        owned=(Pipe, "SALES.RAW.SECOND"),
+        grants=(
+            *INSIDE,
+            on("CREATE PIPE", "SCHEMA", "sales.raw"),
+            on("INSERT", "TABLE", "sales.raw.orders"),
+            on("USAGE", "STAGE", "sales.raw.landing"),
+        ),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "CREATE PIPE, table visible without INSERT",
+        f"CREATE PIPE sales.raw.second {PIPE_DEF}",
+        owned=(Pipe, "SALES.RAW.SECOND"),
+        given=(
+            *INSIDE,
+            on("CREATE PIPE", "SCHEMA", "sales.raw"),
+            on("USAGE", "STAGE", "sales.raw.landing"),
+            on("SELECT", "TABLE", "sales.raw.orders"),
+        ),
+        grants=(on("INSERT", "TABLE", "sales.raw.orders"),),
+        fails=denied("Insufficient privileges to operate on table 'ORDERS'"),
+    ),
+    Row(
+        "CREATE OR REPLACE PIPE",
+        f"CREATE OR REPLACE PIPE sales.raw.loader {PIPE_DEF}",
+        owned=(Pipe, PIPE),
+        grants=(
+            *INSIDE,
+            on("CREATE PIPE", "SCHEMA", "sales.raw"),
+            on("INSERT", "TABLE", "sales.raw.orders"),
+            on("USAGE", "STAGE", "sales.raw.landing"),
+            owns("PIPE", "sales.raw.loader"),
+        ),
+        fails=unseen("Database 'SALES'"),
+    ),
+]
+
+SHOWS = [
+    Row("SHOW DATABASES", "SHOW DATABASES", grants=(DB,), lists="SALES"),
+    Row("SHOW SCHEMAS", "SHOW SCHEMAS IN DATABASE sales", given=(DB,), grants=(SCHEMA,), lists="RAW"),
+    Row(
+        "SHOW ... IN a container it cannot use",
+        "SHOW TABLES IN SCHEMA sales.raw",
+        grants=INSIDE,
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "SHOW INTEGRATIONS",
+        "SHOW INTEGRATIONS",
+        grants=(on("USAGE", "INTEGRATION", "lake"),),
+        lists="LAKE",
+    ),
+    Row(
+        "SHOW STAGES",
+        "SHOW STAGES IN SCHEMA sales.raw",
+        given=INSIDE,
+        grants=(on("USAGE", "STAGE", "sales.raw.landing"),),
+        lists="LANDING",
+    ),
+    Row(
+        "SHOW TABLES",
+        "SHOW TABLES IN SCHEMA sales.raw",
+        given=INSIDE,
+        grants=(on("SELECT", "TABLE", "sales.raw.orders"),),
+        lists="ORDERS",
+    ),
+    Row(
+        "SHOW PIPES",
+        "SHOW PIPES IN SCHEMA sales.raw",
+        given=INSIDE,
+        grants=(on("MONITOR", "PIPE", "sales.raw.loader"),),
+        lists="LOADER",
+    ),
+    Row("SHOW ROLES (anyone)", "SHOW ROLES", lists="ROLE_A"),
+    Row(
+        "SHOW USERS, an owned user",
+        "SHOW USERS",
+        grants=(owns("USER", "user_b"),),
+        lists="USER_B",
+    ),
+    Row(
+        "SHOW USERS, via MANAGE GRANTS",
+        "SHOW USERS",
+        grants=(on_account("MANAGE GRANTS"),),
+        lists="USER_B",
+    ),
+    Row("SHOW USERS, oneself (anyone)", "SHOW USERS", lists=USER),
+]
+
+DESCRIBES = [
+    Row(
+        "DESC TABLE",
+        "DESC TABLE sales.raw.orders",
+        grants=(*INSIDE, on("SELECT", "TABLE", "sales.raw.orders")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "DESC STAGE",
+        "DESC STAGE sales.raw.landing",
+        grants=(*INSIDE, on("USAGE", "STAGE", "sales.raw.landing")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "DESC PIPE",
+        "DESC PIPE sales.raw.loader",
+        grants=(*INSIDE, on("MONITOR", "PIPE", "sales.raw.loader")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "DESC PIPE, schema usable",
+        "DESC PIPE sales.raw.loader",
+        given=INSIDE,
+        grants=(on("MONITOR", "PIPE", "sales.raw.loader"),),
+        fails=unseen("Pipe 'SALES.RAW.LOADER'"),
+    ),
+    Row("DESC DATABASE", "DESC DATABASE sales", grants=(DB,), fails=unseen("Database 'SALES'")),
+    Row("DESC SCHEMA", "DESC SCHEMA sales.raw", grants=INSIDE, fails=unseen("Database 'SALES'")),
+    Row(
+        "DESC INTEGRATION",
+        "DESC INTEGRATION lake",
+        grants=(on("USAGE", "INTEGRATION", "lake"),),
+        fails=unseen("Integration 'LAKE'"),
+    ),
+]
+
+DROPS = [
+    Row(
+        "DROP TABLE",
+        "DROP TABLE sales.raw.orders",
+        grants=(*INSIDE, owns("TABLE", "sales.raw.orders")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "DROP TABLE, visible but not owned",
+        "DROP TABLE sales.raw.orders",
+        given=(*INSIDE, on("SELECT", "TABLE", "sales.raw.orders")),
+        grants=(owns("TABLE", "sales.raw.orders"),),
+        fails=denied("Insufficient privileges to operate on table 'ORDERS'"),
+    ),
+    Row(
+        "DROP TABLE IF EXISTS, absent",
+        "DROP TABLE IF EXISTS sales.raw.ghost",
+        grants=INSIDE,
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "DROP STAGE",
+        "DROP STAGE sales.raw.landing",
+        grants=(*INSIDE, owns("STAGE", "sales.raw.landing")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "DROP PIPE",
+        "DROP PIPE sales.raw.loader",
+        grants=(*INSIDE, owns("PIPE", "sales.raw.loader")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "DROP PIPE, OPERATE is not OWNERSHIP",
+        "DROP PIPE sales.raw.loader",
+        given=(*INSIDE, on("OPERATE", "PIPE", "sales.raw.loader")),
+        grants=(owns("PIPE", "sales.raw.loader"),),
+        fails=denied("Insufficient privileges to operate on pipe 'LOADER'"),
+    ),
+    Row(
+        "DROP DATABASE",
+        "DROP DATABASE sales",
+        grants=(owns("DATABASE", "sales"),),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "DROP SCHEMA",
+        "DROP SCHEMA sales.raw",
+        grants=(DB, owns("SCHEMA", "sales.raw")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "DROP INTEGRATION",
+        "DROP STORAGE INTEGRATION lake",
+        grants=(owns("INTEGRATION", "lake"),),
+        fails=unseen("Integration 'LAKE'"),
+    ),
+    Row(
+        "DROP DATABASE IF EXISTS, absent",
+        "DROP DATABASE IF EXISTS ghost",
+        grants=(on("CREATE DATABASE", "ACCOUNT", ""),),
+        fails=unseen("Database 'GHOST'"),
+    ),
+]
+
+PIPES_AND_QUERIES = [
+    Row(
+        "ALTER PIPE",
+        "ALTER PIPE sales.raw.loader SET PIPE_EXECUTION_PAUSED = TRUE",
+        grants=(*INSIDE, on("OPERATE", "PIPE", "sales.raw.loader")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "ALTER PIPE, MONITOR is not OPERATE",
+        "ALTER PIPE sales.raw.loader SET PIPE_EXECUTION_PAUSED = TRUE",
+        given=(*INSIDE, on("MONITOR", "PIPE", "sales.raw.loader")),
+        grants=(on("OPERATE", "PIPE", "sales.raw.loader"),),
+        fails=denied("Insufficient privileges to operate on pipe 'LOADER'"),
+    ),
+    Row(
+        "SELECT",
+        "SELECT COUNT(*) AS n FROM sales.raw.orders",
+        grants=(*INSIDE, on("SELECT", "TABLE", "sales.raw.orders")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "SELECT, INSERT is not SELECT",
+        "SELECT COUNT(*) AS n FROM sales.raw.orders",
+        given=(*INSIDE, on("INSERT", "TABLE", "sales.raw.orders")),
+        grants=(on("SELECT", "TABLE", "sales.raw.orders"),),
+        fails=denied("Insufficient privileges to operate on table 'ORDERS'"),
+    ),
+    Row(
+        "COPY_HISTORY via SELECT on the table",
+        HISTORY,
+        grants=(*INSIDE, on("SELECT", "TABLE", "sales.raw.orders")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "COPY_HISTORY via MONITOR on the pipe",
+        HISTORY,
+        grants=(*INSIDE, on("MONITOR", "PIPE", "sales.raw.loader")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "SYSTEM$PIPE_STATUS via MONITOR",
+        "SELECT SYSTEM$PIPE_STATUS('sales.raw.loader') AS s",
+        grants=(*INSIDE, on("MONITOR", "PIPE", "sales.raw.loader")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "SYSTEM$PIPE_STATUS via OPERATE",
+        "SELECT SYSTEM$PIPE_STATUS('sales.raw.loader') AS s",
+        grants=(*INSIDE, on("OPERATE", "PIPE", "sales.raw.loader")),
+        fails=unseen("Database 'SALES'"),
+    ),
+]
+
+SESSIONS = [
+    Row("USE ROLE, one's own (anyone)", f"USE ROLE {ROLE}"),
+    Row(
+        "USE ROLE, granted to one's role",
+        "USE ROLE role_a",
+        grants=("GRANT ROLE role_a TO ROLE {role}",),
+        fails=Refusal(SqlError, "003013", "42501", "Requested role 'ROLE_A' is not assigned"),
+    ),
+    Row("USE SECONDARY ROLES (anyone)", "USE SECONDARY ROLES NONE"),
+]
+
+USERS = [
+    Row(
+        "CREATE USER",
+        "CREATE USER newbie",
+        owned=(User, "NEWBIE"),
+        grants=(on_account("CREATE USER"),),
+        fails=ACCOUNT,
+    ),
+    Row(
+        "CREATE OR REPLACE USER",
+        "CREATE OR REPLACE USER user_b",
+        grants=(on_account("CREATE USER"), owns("USER", "user_b")),
+        fails=ACCOUNT,
+    ),
+    Row(
+        "ALTER USER, another user",
+        "ALTER USER user_b SET DEFAULT_ROLE = role_a",
+        grants=(owns("USER", "user_b"),),
+        fails=unseen("User 'USER_B'"),
+    ),
+    Row("ALTER USER, one's own default role (anyone)", f"ALTER USER {USER} SET DEFAULT_ROLE = role_a"),
+    Row("ALTER USER, one's own key (anyone)", f"ALTER USER {USER} SET RSA_PUBLIC_KEY_2 = '{{key}}'"),
+    Row(
+        "DROP USER",
+        "DROP USER user_b",
+        grants=(owns("USER", "user_b"),),
+        fails=unseen("User 'USER_B'"),
+    ),
+    Row(
+        "DESC USER, another user",
+        "DESC USER user_b",
+        grants=(on("MONITOR", "USER", "user_b"),),
+        fails=unseen("User 'USER_B'"),
+    ),
+    Row("DESC USER, oneself (anyone)", f"DESC USER {USER}"),
+]
+
+ROLES = [
+    Row(
+        "CREATE ROLE",
+        "CREATE ROLE newrole",
+        owned=(Role, "NEWROLE"),
+        grants=(on_account("CREATE ROLE"),),
+        fails=ACCOUNT,
+    ),
+    Row(
+        "CREATE OR REPLACE ROLE",
+        "CREATE OR REPLACE ROLE role_a",
+        grants=(on_account("CREATE ROLE"), owns("ROLE", "role_a")),
+        fails=ACCOUNT,
+    ),
+    Row(
+        "DROP ROLE",
+        "DROP ROLE role_a",
+        grants=(owns("ROLE", "role_a"),),
+        fails=denied("Insufficient privileges to operate on role 'ROLE_A'"),
+    ),
+    Row(
+        "DROP ROLE IF EXISTS, absent",
+        "DROP ROLE IF EXISTS ghost",
+        grants=(on_account("CREATE ROLE"),),
+        fails=unseen("Role 'GHOST'"),
+    ),
+    Row(
+        "GRANT ROLE TO ROLE",
+        "GRANT ROLE role_a TO ROLE role_b",
+        grants=(owns("ROLE", "role_a"),),
+        fails=denied("Insufficient privileges to operate on role 'ROLE_A'"),
+    ),
+    Row(
+        "GRANT ROLE TO USER",
+        "GRANT ROLE role_a TO USER user_b",
+        grants=(owns("ROLE", "role_a"),),
+        fails=denied("Insufficient privileges to operate on role 'ROLE_A'"),
+    ),
+    Row(
+        "GRANT ROLE, via MANAGE GRANTS",
+        "GRANT ROLE role_a TO ROLE role_b",
+        grants=(on_account("MANAGE GRANTS"),),
+        fails=denied("Insufficient privileges to operate on role 'ROLE_A'"),
+    ),
+    Row(
+        "GRANT ROLE ACCOUNTADMIN, only ACCOUNTADMIN",
+        "GRANT ROLE accountadmin TO ROLE role_b",
+        given=(on_account("MANAGE GRANTS"),),
+        grants=("GRANT ROLE accountadmin TO ROLE {role}",),
+        fails=denied("Insufficient privileges to grant role 'ACCOUNTADMIN': only ACCOUNTADMIN may"),
+    ),
+    Row(
+        "REVOKE ROLE FROM ROLE",
+        "REVOKE ROLE role_a FROM ROLE role_b",
+        setup=("GRANT ROLE role_a TO ROLE role_b",),
+        grants=(owns("ROLE", "role_a"),),
+        fails=denied("Insufficient privileges to operate on role 'ROLE_A'"),
+    ),
+    Row(
+        "REVOKE ROLE FROM USER",
+        "REVOKE ROLE role_a FROM USER user_b",
+        setup=("GRANT ROLE role_a TO USER user_b",),
+        grants=(owns("ROLE", "role_a"),),
+        fails=denied("Insufficient privileges to operate on role 'ROLE_A'"),
+    ),
+]
+
+GRANTS = [
+    Row(
+        "GRANT ON ACCOUNT",
+        "GRANT CREATE DATABASE ON ACCOUNT TO ROLE role_b",
+        grants=(on_account("MANAGE GRANTS"),),
+        fails=ACCOUNT,
+    ),
+    Row(
+        "GRANT ON DATABASE",
+        "GRANT USAGE ON DATABASE sales TO ROLE role_b",
+        grants=(owns("DATABASE", "sales"),),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "GRANT ON SCHEMA",
+        "GRANT USAGE ON SCHEMA sales.raw TO ROLE role_b",
+        grants=(DB, owns("SCHEMA", "sales.raw")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "GRANT ON TABLE",
+        "GRANT SELECT ON TABLE sales.raw.orders TO ROLE role_b",
+        grants=(*INSIDE, owns("TABLE", "sales.raw.orders")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "GRANT ON TABLE, holding the privilege is not granting it",
+        "GRANT SELECT ON TABLE sales.raw.orders TO ROLE role_b",
+        given=(*INSIDE, on("SELECT", "TABLE", "sales.raw.orders")),
+        grants=(owns("TABLE", "sales.raw.orders"),),
+        fails=denied("Insufficient privileges to operate on table 'ORDERS'"),
+    ),
+    Row(
+        "GRANT ON TABLE, via MANAGE GRANTS",
+        "GRANT SELECT ON TABLE sales.raw.orders TO ROLE role_b",
+        grants=(on_account("MANAGE GRANTS"),),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "GRANT ON STAGE",
+        "GRANT USAGE ON STAGE sales.raw.landing TO ROLE role_b",
+        grants=(*INSIDE, owns("STAGE", "sales.raw.landing")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "GRANT ON PIPE",
+        "GRANT MONITOR ON PIPE sales.raw.loader TO ROLE role_b",
+        grants=(*INSIDE, owns("PIPE", "sales.raw.loader")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "GRANT ON INTEGRATION",
+        "GRANT USAGE ON INTEGRATION lake TO ROLE role_b",
+        grants=(owns("INTEGRATION", "lake"),),
+        fails=unseen("Integration 'LAKE'"),
+    ),
+    Row(
+        "GRANT ON ROLE (OWNERSHIP)",
+        "GRANT OWNERSHIP ON ROLE role_a TO ROLE role_b",
+        grants=(owns("ROLE", "role_a"),),
+        fails=denied("Insufficient privileges to operate on role 'ROLE_A'"),
+    ),
+    Row(
+        "GRANT ON USER",
+        "GRANT MONITOR ON USER user_b TO ROLE role_b",
+        grants=(owns("USER", "user_b"),),
+        fails=unseen("User 'USER_B'"),
+    ),
+    Row(
+        "GRANT OWNERSHIP ... COPY CURRENT GRANTS",
+        "GRANT OWNERSHIP ON TABLE sales.raw.orders TO ROLE role_b COPY CURRENT GRANTS",
+        grants=(*INSIDE, owns("TABLE", "sales.raw.orders")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "GRANT ON ALL TABLES IN SCHEMA",
+        "GRANT SELECT ON ALL TABLES IN SCHEMA sales.raw TO ROLE role_b",
+        grants=(DB, owns("SCHEMA", "sales.raw")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "GRANT ON FUTURE TABLES IN SCHEMA",
+        "GRANT SELECT ON FUTURE TABLES IN SCHEMA sales.raw TO ROLE role_b",
+        grants=(DB, owns("SCHEMA", "sales.raw")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "GRANT ON FUTURE PIPES IN DATABASE",
+        "GRANT MONITOR ON FUTURE PIPES IN DATABASE sales TO ROLE role_b",
+        grants=(owns("DATABASE", "sales"),),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "REVOKE ON ACCOUNT",
+        "REVOKE CREATE DATABASE ON ACCOUNT FROM ROLE role_b",
+        setup=("GRANT CREATE DATABASE ON ACCOUNT TO ROLE role_b",),
+        grants=(on_account("MANAGE GRANTS"),),
+        fails=ACCOUNT,
+    ),
+    Row(
+        "REVOKE ON TABLE",
+        "REVOKE SELECT ON TABLE sales.raw.orders FROM ROLE role_b",
+        setup=("GRANT SELECT ON TABLE sales.raw.orders TO ROLE role_b",),
+        grants=(*INSIDE, owns("TABLE", "sales.raw.orders")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "REVOKE ON FUTURE TABLES IN SCHEMA",
+        "REVOKE SELECT ON FUTURE TABLES IN SCHEMA sales.raw FROM ROLE role_b",
+        setup=("GRANT SELECT ON FUTURE TABLES IN SCHEMA sales.raw TO ROLE role_b",),
+        grants=(DB, owns("SCHEMA", "sales.raw")),
+        fails=unseen("Database 'SALES'"),
+    ),
+]
+
+SHOW_GRANTS = [
+    Row(
+        "SHOW GRANTS TO ROLE",
+        "SHOW GRANTS TO ROLE role_b",
+        grants=(owns("ROLE", "role_b"),),
+        fails=denied("Insufficient privileges to operate on role 'ROLE_B'"),
+    ),
+    Row(
+        "SHOW GRANTS TO ROLE, via MANAGE GRANTS",
+        "SHOW GRANTS TO ROLE role_b",
+        grants=(on_account("MANAGE GRANTS"),),
+        fails=denied("Insufficient privileges to operate on role 'ROLE_B'"),
+    ),
+    Row(
+        "SHOW GRANTS TO ROLE, a role one holds",
+        "SHOW GRANTS TO ROLE role_b",
+        grants=("GRANT ROLE role_b TO ROLE {role}",),
+        fails=denied("Insufficient privileges to operate on role 'ROLE_B'"),
+    ),
+    Row("SHOW GRANTS TO ROLE, one's own (anyone)", f"SHOW GRANTS TO ROLE {ROLE}"),
+    Row(
+        "SHOW GRANTS TO USER",
+        "SHOW GRANTS TO USER user_b",
+        grants=(owns("USER", "user_b"),),
+        fails=unseen("User 'USER_B'"),
+    ),
+    Row("SHOW GRANTS TO USER, oneself (anyone)", f"SHOW GRANTS TO USER {USER}"),
+    Row(
+        "SHOW GRANTS ON TABLE",
+        "SHOW GRANTS ON TABLE sales.raw.orders",
+        grants=(*INSIDE, on("SELECT", "TABLE", "sales.raw.orders")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "SHOW GRANTS ON ACCOUNT",
+        "SHOW GRANTS ON ACCOUNT",
+        grants=(on_account("CREATE DATABASE"),),
+        fails=ACCOUNT,
+    ),
+    Row(
+        "SHOW FUTURE GRANTS",
+        "SHOW FUTURE GRANTS IN SCHEMA sales.raw",
+        grants=(DB, owns("SCHEMA", "sales.raw")),
+        fails=unseen("Database 'SALES'"),
+    ),
+]
+
+INSERT_FILES = ("POST", "/v1/data/pipes/{pipe_name}/insertFiles")
+INSERT_REPORT = ("GET", "/v1/data/pipes/{pipe_name}/insertReport")
+LOAD_HISTORY_SCAN = ("GET", "/v1/data/pipes/{pipe_name}/loadHistoryScan")
+
+ROUTES = [
+    Row(
+        "insertFiles",
+        route=INSERT_FILES,
+        grants=(*INSIDE, on("OPERATE", "PIPE", "sales.raw.loader")),
+        fails=NOT_FOUND,
+    ),
+    Row(
+        "insertFiles, MONITOR is not OPERATE",
+        route=INSERT_FILES,
+        given=(*INSIDE, on("MONITOR", "PIPE", "sales.raw.loader")),
+        grants=(on("OPERATE", "PIPE", "sales.raw.loader"),),
+        fails=HttpRefusal(403, "390403", "Insufficient privileges to operate on pipe 'LOADER'"),
+    ),
+    Row(
+        "insertReport",
+        route=INSERT_REPORT,
+        grants=(*INSIDE, on("MONITOR", "PIPE", "sales.raw.loader")),
+        fails=NOT_FOUND,
+    ),
+    Row(
+        "loadHistoryScan",
+        route=LOAD_HISTORY_SCAN,
+        grants=(*INSIDE, on("MONITOR", "PIPE", "sales.raw.loader")),
+        fails=NOT_FOUND,
+        query="&startTimeInclusive=2020-01-01T00:00:00Z",
+    ),
+]
+
+ROWS = [
+    *NAMESPACES,
+    *OBJECTS,
+    *SHOWS,
+    *DESCRIBES,
+    *DROPS,
+    *PIPES_AND_QUERIES,
+    *SESSIONS,
+    *USERS,
+    *ROLES,
+    *GRANTS,
+    *SHOW_GRANTS,
+    *ROUTES,
+]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One run of a row: the grants the caller's role holds, and whether the row should pass."""
+
+    row: Row
+    grants: tuple[str, ...]
+    allowed: bool
+    label: str
+
+
+def cases() -> list[Case]:
+    out: list[Case] = []
+    for row in ROWS:
+        out.append(Case(row, row.grants, True, f"{row.name} | ok"))
+        if not row.grants:
+            continue
+        out.append(Case(row, (), False, f"{row.name} | none"))
+        if len(row.grants) > 1:
+            for i, grant in enumerate(row.grants):
+                rest = row.grants[:i] + row.grants[i + 1 :]
+                short = grant.removeprefix("GRANT ").removesuffix(" TO ROLE {role}")
+                out.append(Case(row, rest, False, f"{row.name} | without {short}"))
+    return out
+
+
+CASES = cases()
+
+
+@pytest.fixture(scope="module")
+def key() -> rsa.RSAPrivateKey:
+    """The caller's key pair (REST rows sign their tokens with it), generated once."""
+    return new_private_key()
+
+
+def fill(sql: str, key_body: str = "KEY") -> str:
+    return sql.format(role=ROLE, user=USER, key=key_body)
+
+
+def admin(ex: SqlExecutor, sql: str, key_body: str = "KEY") -> None:
+    ex.execute(fill(sql, key_body), ADMIN)
+
+
+@pytest.fixture(scope="module")
+def template(
+    services: Settings, redis_client: redis.Redis[bytes], key: rsa.RSAPrivateKey
+) -> dict[str, bytes]:
+    """``WORLD``, made once through SQL as the ``ex`` fixture would (on a key prefix of its own), as
+    Redis dumps by key suffix: a case restores a copy in two round trips instead of running it all."""
+    settings = services.model_copy(
+        update={"redis": services.redis.model_copy(update={"prefix": unique("tm")})}, deep=True
+    )
+    prefix = settings.redis.prefix
+    try:
+        maker = SqlExecutor(settings, redis_client)
+        maker.execute(TEST_INTEGRATION, ADMIN)
+        for sql in WORLD:
+            admin(maker, sql, public_key_body(key.public_key()))
+    finally:
+        names = [n.decode() for n in redis_client.scan_iter(match=f"{prefix}:*", count=1000)]
+        dumps = redis_client.pipeline(transaction=False)
+        for name in names:
+            dumps.dump(name)
+        out = {name[len(prefix) :]: dump for name, dump in zip(names, dumps.execute(), strict=True)}
+        if names:
+            redis_client.delete(*names)
+    return out
+
+
+@pytest.fixture
+def world(ex: SqlExecutor, template: dict[str, bytes]) -> SqlExecutor:
+    """A fresh world on the executor's own key prefix (the ``ex`` fixture removes it afterwards):
+    ``WORLD``, with the caller holding nothing. The version bump drops what the catalog cached."""
+    prefix = ex.settings.redis.prefix
+    restore = ex.redis.pipeline(transaction=False)
+    for suffix, dump in template.items():
+        restore.restore(prefix + suffix, 0, dump, replace=True)
+    restore.incr(Keys(prefix).catalog_version())
+    restore.execute()
+    return ex
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.label for c in CASES])
+def test_access_matrix(world: SqlExecutor, key: rsa.RSAPrivateKey, case: Case) -> None:
+    key_body = public_key_body(key.public_key())
+    for sql in (*case.row.setup, *case.row.given, *case.grants):
+        admin(world, sql, key_body)
+    if case.row.route is not None:
+        _run_route(world, key, case)
+    else:
+        # The caller as it signs in, with the roles granted to it now.
+        _run_sql(world, Principal.of(world.catalog.get(User, USER)), case, key_body)
+
+
+def _run_sql(ex: SqlExecutor, principal: Principal, case: Case, key_body: str) -> None:
+    row = case.row
+    sql = fill(row.sql, key_body)
+    before = ex.catalog.version()
+    if row.lists is not None:
+        names = [str(r["name"]) for r in ex.execute(sql, principal).records()]
+        assert (row.lists in names) == case.allowed, (sql, names)
+        assert ex.catalog.version() == before, "SHOW changed the catalog"
+        return
+    if case.allowed:
+        result = ex.execute(sql, principal)
+        if result.columns == ["STATUS"]:
+            assert "succe" in str(result.rows[0][0]), result.rows
+        if row.owned is not None:
+            model, name = row.owned
+            assert ex.catalog.get(model, name).owner == ROLE
+        return
+    assert isinstance(row.fails, Refusal)
+    with pytest.raises(SqlError) as info:
+        ex.execute(sql, principal)
+    err = info.value
+    if not case.grants:
+        # Without any of the grants: exactly the row's answer.
+        assert type(err) is row.fails.exc, (type(err).__name__, err.message)
+        assert (err.code, err.sql_state) == (row.fails.code, row.fails.state), err.message
+        assert row.fails.text in err.message, err.message
+    else:
+        # With all but one: refused as an access error, whichever.
+        assert (err.code, err.sql_state) in {
+            ("003001", "42501"),
+            ("002003", "02000"),
+            (row.fails.code, row.fails.state),
+        }, (err.code, err.message)
+    assert ex.catalog.version() == before, f"a refused statement changed the catalog: {sql}"
+
+
+def _run_route(ex: SqlExecutor, key: rsa.RSAPrivateKey, case: Case) -> None:
+    row = case.row
+    assert row.route is not None
+    method, path = row.route
+    pipe = ex.catalog.get(Pipe, PIPE)
+    url = path.format(pipe_name=PIPE) + "?requestId=r1" + row.query
+    client = AppClient(create_app(ex.settings, ex.redis))
+    try:
+        options: dict[str, Any] = {"headers": bearer(token(USER, key))}
+        if method == "POST":
+            options["json"] = {"files": [{"path": "a.csv", "size": 1}]}
+        resp = client.request(method, url, **options)
+    finally:
+        client.close()
+    queued = int(ex.redis.xlen(Keys(ex.settings.redis.prefix).queue(pipe.id)))
+    if case.allowed:
+        assert resp.status_code == 200, resp.text
+        assert resp.json()["requestId"] == "r1"
+        assert resp.json().get("pipe", PIPE) == PIPE
+        assert queued == (1 if method == "POST" else 0)
+        return
+    assert isinstance(row.fails, HttpRefusal)
+    body = resp.json()
+    assert set(body) == {"code", "success", "message", "data"}, body
+    assert body["success"] is False and body["data"] is None, body
+    if not case.grants:
+        assert (resp.status_code, body["code"]) == (row.fails.status, row.fails.code), body
+        assert row.fails.text in body["message"], body
+    else:
+        assert (resp.status_code, body["code"]) in {(403, "390403"), (404, "390404")}, body
+    assert queued == 0, "a refused insertFiles queued files"
+
+
+def test_every_statement_and_route_has_a_row(ex: SqlExecutor) -> None:
+    """A statement type or REST route added without a row here fails this test."""
+    covered = {type(parse(fill(r.sql), Defaults())) for r in ROWS if r.route is None}
+    handled = set(ex.handlers().keys())
+    keys = Keys(ex.settings.redis.prefix)
+    service = SnowpipeService(
+        ex.redis, keys, ex.catalog, Deduper(ex.redis, keys, 60), Defaults(ex.settings.database)
+    )
+    authenticator = Authenticator(ex.settings.auth, ex.settings.account, ex.catalog)
+    api = router(service, authenticator, RateLimiter(1, 1))
+    registered = {(m, r.path) for r in api.routes if isinstance(r, APIRoute) for m in r.methods or ()}
+    routed = {r.route for r in ROWS if r.route is not None}
+    gaps = {
+        "statement types without a row": sorted(t.__name__ for t in handled - covered),
+        "REST routes without a row": sorted(f"{m} {p}" for m, p in registered - routed),
+        "rows whose statement type has no handler": sorted(t.__name__ for t in covered - handled),
+        "rows for routes that do not exist": sorted(f"{m} {p}" for m, p in routed - registered),
+    }
+    found = {what: names for what, names in gaps.items() if names}
+    assert not found, f"the access matrix is out of date: {found}"
+
+
+def test_the_rows_are_well_formed() -> None:
+    """Unique names; a row needing grants says how it fails (or, for SHOW, what it lists); one needing
+    nothing says neither how it fails nor has rows given to it."""
+    assert len({r.name for r in ROWS}) == len(ROWS)
+    for row in ROWS:
+        assert bool(row.sql) != (row.route is not None), row.name
+        if row.grants:
+            assert (row.fails is None) != (row.lists is None), row.name
+        else:
+            assert row.fails is None and not row.given, row.name
+        assert not set(row.given) & set(row.grants), row.name
