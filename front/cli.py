@@ -88,15 +88,16 @@ def sql(
     with a literal, and BETWEEN, joined by AND); --profile shows how many blobs it read.
 
     Namespaces and integrations: CREATE [OR REPLACE] DATABASE d | SCHEMA s, DROP, SHOW DATABASES |
-    SCHEMAS; CREATE STORAGE INTEGRATION i ... STORAGE_ALLOWED_LOCATIONS = (...) (ACCOUNTADMIN), and
-    CREATE STAGE ... STORAGE_INTEGRATION = i (the URL must lie in its allowed locations).
+    SCHEMAS; CREATE STORAGE INTEGRATION i ... STORAGE_ALLOWED_LOCATIONS = (...) (ACCOUNTADMIN),
+    ALTER INTEGRATION i SET ... | UNSET ..., and CREATE STAGE ... STORAGE_INTEGRATION = i (the URL
+    must lie in its allowed locations; every load checks again).
 
     Access control (every statement checks the privileges Snowflake's would; README, "Access control"):
     CREATE [OR REPLACE] USER u [RSA_PUBLIC_KEY = '...'] [DEFAULT_ROLE = r], ALTER USER, DROP USER
     CREATE [OR REPLACE] ROLE r, DROP ROLE r, GRANT ROLE r TO USER u | TO ROLE r2 (and REVOKE)
     GRANT priv | ALL | OWNERSHIP ON ACCOUNT | DATABASE d | SCHEMA s | TABLE t | STAGE s | PIPE p |
     INTEGRATION i TO ROLE r; ON ALL | FUTURE TABLES IN SCHEMA s (and REVOKE)
-    SHOW USERS | ROLES, SHOW GRANTS TO ROLE r | TO USER u | ON <kind> <name>, DESC USER u
+    SHOW USERS | ROLES, SHOW GRANTS TO ROLE r | TO USER u | OF ROLE r | ON <kind> <name>, DESC USER u
     USE ROLE r, USE SECONDARY ROLES ALL | NONE
     """
     settings = Settings()

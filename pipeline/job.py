@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from floe.aws import AWS_ERRORS
 from floe.aws import client as aws_client
-from floe.catalog import Catalog, Table, now_ms
+from floe.catalog import Catalog, Pipe, Stage, StorageIntegration, Table, now_ms
 from floe.history import FileState
 from floe.keys import Keys
 from floe.records import TASK_SCHEMA, WIRE_DDL, LoadTask, decode_results
@@ -34,6 +34,41 @@ from pipeline.session import spark_session
 from pipeline.source import FloeFileSource
 
 log = logging.getLogger("floe.pipeline")
+
+
+def refusal(catalog: Catalog, settings: Settings, pipe: Pipe) -> str | None:
+    """Why ``pipe`` may not read its stage any more, or None when it may.
+
+    CREATE STAGE and CREATE PIPE checked the location against the stage's storage integration,
+    but an integration can be narrowed, disabled or dropped later; checking at every load
+    keeps it the bound of what Floe's credentials read on a user's behalf.
+    """
+    url, tables_bucket = pipe.stage_url, settings.pipeline.tables_bucket
+    if pipe.bucket == tables_bucket:
+        return f"Pipe {pipe.name} may not read Floe's tables bucket ({url})."
+    name = pipe.storage_integration
+    if name is None:  # a pipe created before pipes recorded their integration
+        stage = catalog.find(Stage, pipe.copy_spec.stage)
+        name = stage.storage_integration if stage is not None else None
+    if name is None:
+        if settings.stages_without_integration:
+            return None
+        return (
+            f"Stage {pipe.copy_spec.stage} ({url}) names no storage integration, and stages "
+            "without one are not allowed (FLOE_STAGES_WITHOUT_INTEGRATION=false). Recreate the stage "
+            "with STORAGE_INTEGRATION = <integration>, then the pipe."
+        )
+    integration = catalog.find(StorageIntegration, name)
+    if integration is None:
+        return f"Storage integration '{name}' of stage {pipe.copy_spec.stage} no longer exists."
+    if not integration.enabled:
+        return f"Storage integration '{name}' is disabled (ENABLED = FALSE); no file is read through it."
+    if not integration.admits(url):
+        return (
+            f"URL '{url}' is no longer allowed by storage integration '{name}'. Please use DESC "
+            "INTEGRATION to check out allowed and blocked locations."
+        )
+    return None
 
 
 class BatchProcessor:
@@ -69,6 +104,7 @@ class BatchProcessor:
             by_pipe[t.pipe_id].append(t)
         pipes: dict[str, str] = {}
         tables: dict[str, str] = {}
+        refused: dict[str, str] = {}
         todo: list[LoadTask] = []
         for pipe_id, files in by_pipe.items():
             if self.registrar.committed(pipe_id, qid, batch_id):
@@ -81,13 +117,16 @@ class BatchProcessor:
                 continue
             pipes[pipe_id] = pipe.model_dump_json()
             tables[pipe_id] = table.model_dump_json()
+            if (reason := refusal(self.catalog, self.settings, pipe)) is not None:
+                refused[pipe_id] = reason
+                log.warning("%d files refused: %s", len(files), reason, extra={"pipe": pipe.name})
             todo.extend(files)
         if not todo:
             return
         n = max(1, min(self.settings.pipeline.partitions, len(todo)))
         todo.sort(key=lambda t: (t.pipe_id, t.path))
         tasks = [t.in_part(i % n) for i, t in enumerate(todo)]
-        ctx = BatchContext(self.settings_json, self.master_key, qid, batch_id, pipes, tables)
+        ctx = BatchContext(self.settings_json, self.master_key, qid, batch_id, pipes, tables, refused)
         # One element per Spark partition, each the list of its tasks' rows: the partitions come out
         # as planned without a shuffle (partitionBy cost a whole extra stage per micro-batch).
         groups = [[t.task_row() for t in tasks if t.part == i] for i in range(n)]

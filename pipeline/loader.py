@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -57,6 +57,8 @@ class BatchContext:
     """pipe id -> Pipe JSON"""
     tables: dict[str, str]
     """pipe id -> Table JSON"""
+    refused: dict[str, str] = field(default_factory=dict)
+    """pipe id -> why the pipe may not read its stage now: its files fail unread."""
 
 
 class _Worker:
@@ -399,6 +401,11 @@ def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> I
         for task in LoadTask.from_batch(batch):
             groups.setdefault((task.pipe_id, task.part), []).append(task)
     for (pipe_id, part), tasks in sorted(groups.items()):
+        if (reason := ctx.refused.get(pipe_id)) is not None:
+            yield encode_results(
+                pipe_id, [LoadOutcome.stopped(t.path, reason, system=False).of_task(t) for t in tasks]
+            )
+            continue
         pipe = Pipe.model_validate_json(ctx.pipes[pipe_id])
         table = Table.model_validate_json(ctx.tables[pipe_id])
         pieces: list[pa.Table] = []

@@ -71,10 +71,11 @@ def everything(kind: str) -> tuple[str, ...]:
 
 
 def active_roles(catalog: Catalog, principal: Principal) -> frozenset[str]:
-    """The roles whose privileges the principal holds: its primary role and, with secondary roles
-    ALL (the default), every role granted to its user, each with the roles granted to it."""
-    start = [principal.primary] if principal.primary else []
-    if principal.secondary or not start:
+    """The roles whose privileges the principal holds: its current role (``owner_role``) and, with
+    secondary roles ALL (the default), every role granted to its user, each with the roles granted
+    to it."""
+    start = [principal.owner_role]
+    if principal.secondary:
         start += sorted(principal.roles)
     return closure(catalog, start)
 

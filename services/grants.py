@@ -40,6 +40,7 @@ from floe.catalog.access import (
     RevokeRole,
     Securable,
     ShowFutureGrants,
+    ShowGrantsOf,
     ShowGrantsOn,
     ShowGrantsToRole,
     ShowGrantsToUser,
@@ -162,6 +163,7 @@ class GrantStatements:
             ShowRoles: self.show_roles,
             ShowGrantsToRole: self.show_grants_to_role,
             ShowGrantsToUser: self.show_grants_to_user,
+            ShowGrantsOf: self.show_grants_of,
             ShowGrantsOn: self.show_grants_on,
             ShowFutureGrants: self.show_future_grants,
             DescribeUser: self.describe_user,
@@ -569,6 +571,27 @@ class GrantStatements:
         rows += [self._grant_row("USAGE", "ROLE", r, role.name, role.created_ms) for r in role.roles]
         rows.sort(key=lambda r: (r["granted_on"], r["name"], _rank(r["granted_on"], r["privilege"])))
         return table(GRANT_COLUMNS, rows)
+
+    def show_grants_of(self, s: ShowGrantsOf, principal: Principal) -> Result:
+        """Who holds the role: the same privileges as SHOW GRANTS TO ROLE."""
+        if s.role not in active_roles(self.catalog, principal) and not allowed(
+            self.catalog, principal, MANAGE_GRANTS
+        ):
+            authorize(self.catalog, principal, Need("ROLE", s.role, ("OWNERSHIP",)))
+        self.require_role(s.role)
+        holders: list[User | Role] = [*self.catalog.all(User).values(), *self.catalog.all(Role).values()]
+        rows = [
+            {
+                "created_on": created(h.created_ms),
+                "role": s.role,
+                "granted_to": "USER" if isinstance(h, User) else "ROLE",
+                "grantee_name": h.name,
+            }
+            for h in holders
+            if s.role in h.roles
+        ]
+        rows.sort(key=lambda r: (r["granted_to"], r["grantee_name"]))
+        return table(USER_GRANT_COLUMNS, rows)
 
     def show_grants_on(self, s: ShowGrantsOn, principal: Principal) -> Result:
         on = s.on

@@ -34,6 +34,7 @@ from floe.catalog import (
 )
 from floe.catalog.access import UseRole, UseSecondaryRoles
 from floe.catalog.ddl import (
+    AlterIntegration,
     AlterPipe,
     CreateDatabase,
     CreateIntegration,
@@ -98,15 +99,6 @@ SHOW_COLUMNS: dict[str, list[str]] = {
 """The columns of each SHOW, in Snowflake's order (of the ones Floe has)."""
 
 
-def within(url: str, location: str) -> bool:
-    """Whether a stage URL lies under an integration location ('*' is everywhere)."""
-    if location == "*":
-        return True
-    bucket, prefix = split_s3_url(url)
-    loc_bucket, loc_prefix = split_s3_url(location)
-    return bucket == loc_bucket and prefix.startswith(loc_prefix)
-
-
 def _parts(name: str) -> list[str]:
     return name.split(".")
 
@@ -158,6 +150,7 @@ class SqlExecutor:
             CreateDatabase: self._create_database,
             CreateSchema: self._create_schema,
             CreateIntegration: self._create_integration,
+            AlterIntegration: self._alter_integration,
             CreateStage: self._create_stage,
             CreateTable: self._create_table,
             CreatePipe: self._create_pipe,
@@ -305,12 +298,7 @@ class SqlExecutor:
         _old, done = self._existing(principal, "INTEGRATION", s.name, s)
         if done is not None:
             return done
-        tables_bucket = self.settings.pipeline.tables_bucket
-        if any(loc != "*" and split_s3_url(loc)[0] == tables_bucket for loc in s.allowed_locations):
-            raise CompilationError(
-                f"STORAGE_ALLOWED_LOCATIONS may not include Floe's tables bucket (s3://{tables_bucket}/): it "
-                "holds every table's encrypted blobs."
-            )
+        self._refuse_tables_bucket(s.allowed_locations)
         self.catalog.put(
             StorageIntegration(
                 name=s.name,
@@ -324,6 +312,47 @@ class SqlExecutor:
             )
         )
         return status(f"Integration {s.name} successfully created.")
+
+    def _alter_integration(self, s: AlterIntegration, principal: Principal) -> Result:
+        # Snowflake lets only the owner alter an integration (ACCOUNTADMIN holds everything here).
+        if not self.grants.target(principal, "INTEGRATION", s.name, s.if_exists):
+            return status(f"Integration {s.name} does not exist, statement succeeded.")
+        old = self.catalog.get(StorageIntegration, s.name)
+        update: dict[str, Any] = {}
+        if s.enabled is not None:
+            update["enabled"] = s.enabled
+        if s.allowed_locations is not None:
+            self._refuse_tables_bucket(s.allowed_locations)
+            update["allowed_locations"] = s.allowed_locations
+        if s.blocked_locations is not None:
+            update["blocked_locations"] = s.blocked_locations
+        if s.comment is not None:
+            update["comment"] = s.comment
+        if "STORAGE_BLOCKED_LOCATIONS" in s.unset:
+            update["blocked_locations"] = []
+        if "COMMENT" in s.unset:
+            update["comment"] = None
+        new = old.model_copy(update=update)
+        self.catalog.put(new)
+        # Existing stages keep their URLs; the pipes on the ones now outside fail their next files
+        # (pipeline/job.py re-checks every load), so say which.
+        outside = sorted(
+            st.name
+            for st in self.catalog.all(Stage).values()
+            if st.storage_integration == s.name and not (new.enabled and new.admits(st.url))
+        )
+        if outside:
+            log.warning("integration %s altered; stages %s can no longer load", s.name, ", ".join(outside))
+        return status("Statement executed successfully.")
+
+    def _refuse_tables_bucket(self, locations: list[str]) -> None:
+        """No integration may admit Floe's tables bucket, which holds every table's blobs."""
+        tables_bucket = self.settings.pipeline.tables_bucket
+        if any(loc != "*" and split_s3_url(loc)[0] == tables_bucket for loc in locations):
+            raise CompilationError(
+                f"STORAGE_ALLOWED_LOCATIONS may not include Floe's tables bucket (s3://{tables_bucket}/): it "
+                "holds every table's encrypted blobs."
+            )
 
     def check_location(self, principal: Principal, url: str, integration: str | None) -> None:
         """A stage may read ``url`` only through an integration the principal may use, inside its
@@ -351,9 +380,7 @@ class SqlExecutor:
                 code="003001",
                 sql_state="42501",
             )
-        if not any(within(url, loc) for loc in found.allowed_locations) or any(
-            within(url, loc) for loc in found.blocked_locations
-        ):
+        if not found.admits(url):
             raise PermissionDenied(
                 f"SQL access control error:\nURL '{url}' is not allowed by integration '{integration}'. "
                 "Please use DESC INTEGRATION to check out allowed and blocked locations."
@@ -443,6 +470,7 @@ class SqlExecutor:
             copy_spec=spec,
             table_id=table.id,
             stage_url=stage.url,
+            storage_integration=stage.storage_integration,
             # A replaced pipe keeps its owner as it keeps its grants (docs/decisions.md).
             owner=old.owner if old is not None else principal.owner_role,
             created_ms=now_ms(),

@@ -189,6 +189,13 @@ class ShowGrantsToUser:
 
 
 @dataclass
+class ShowGrantsOf:
+    """SHOW GRANTS OF ROLE role: the users and roles the role is granted to."""
+
+    role: str
+
+
+@dataclass
 class ShowGrantsOn:
     """SHOW GRANTS ON ACCOUNT | ON <kind> <name>."""
 
@@ -240,6 +247,7 @@ AccessStatement = (
     | ShowRoles
     | ShowGrantsToRole
     | ShowGrantsToUser
+    | ShowGrantsOf
     | ShowGrantsOn
     | ShowFutureGrants
     | UseRole
@@ -658,7 +666,12 @@ def _revoke(sc: Scanner, defaults: Defaults) -> RevokeRole | RevokePrivileges:
 
 def _show_grants(sc: Scanner, defaults: Defaults) -> AccessStatement:
     sc.what = "SHOW GRANTS"
-    target = sc.word(r"TO\s+ROLE\b|TO\s+USER\b|ON\b", "TO ROLE <role>, TO USER <user> or ON <object>")
+    target = sc.word(
+        r"TO\s+ROLE\b|TO\s+USER\b|OF\s+ROLE\b|ON\b",
+        "TO ROLE <role>, TO USER <user>, OF ROLE <role> or ON <object>",
+    )
+    if target == "OF ROLE":
+        return ShowGrantsOf(sc.ident("role"))
     if target == "TO ROLE":
         return ShowGrantsToRole(sc.ident("role"))
     if target == "TO USER":

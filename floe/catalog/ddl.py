@@ -10,7 +10,7 @@ and grants, so that their syntax errors say where and what was expected.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import TokenType, exp
@@ -133,6 +133,22 @@ class CreateIntegration:
 
 
 @dataclass
+class AlterIntegration:
+    """ALTER [STORAGE] INTEGRATION [IF EXISTS] i SET [ENABLED = TRUE | FALSE]
+    [STORAGE_ALLOWED_LOCATIONS = (...)] [STORAGE_BLOCKED_LOCATIONS = (...)] [COMMENT = '...'], or
+    ... UNSET STORAGE_BLOCKED_LOCATIONS | COMMENT [, ...]; a property left out keeps its value."""
+
+    name: str
+    if_exists: bool = False
+    enabled: bool | None = None
+    allowed_locations: list[str] | None = None
+    blocked_locations: list[str] | None = None
+    comment: str | None = None
+    unset: list[str] = field(default_factory=list)
+    """STORAGE_BLOCKED_LOCATIONS and COMMENT, back to empty."""
+
+
+@dataclass
 class Show:
     """SHOW DATABASES | SCHEMAS | [STORAGE] INTEGRATIONS | STAGES | TABLES | PIPES [LIKE '...']
     [IN ACCOUNT | IN DATABASE [d] | IN SCHEMA [s]]."""
@@ -204,6 +220,7 @@ Statement = (
     CreateDatabase
     | CreateSchema
     | CreateIntegration
+    | AlterIntegration
     | CreateStage
     | CreateTable
     | CreatePipe
@@ -277,7 +294,8 @@ _PIPE_AS = re.compile(r"\s+AS\s", re.IGNORECASE)
 # has already taken SHOW USERS | ROLES | GRANTS, DESC USER and DROP USER | ROLE.
 _SCANNED = re.compile(
     r"(?:SHOW|DESC(?:RIBE)?|DROP)\b"
-    r"|CREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:TRANSIENT\s+)?(?:DATABASE|SCHEMA)|STORAGE\s+INTEGRATION)\b",
+    r"|CREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:TRANSIENT\s+)?(?:DATABASE|SCHEMA)|STORAGE\s+INTEGRATION)\b"
+    r"|ALTER\s+(?:STORAGE\s+)?INTEGRATION\b",
     re.I,
 )
 _ALTER_PIPE = re.compile(
@@ -728,7 +746,7 @@ def _integration_properties(sc: Scanner) -> tuple[dict[str, str], dict[str, list
                 f"{', '.join(_INTEGRATION_PROPERTIES)}"
             )
         if key in values or key in lists:
-            raise CompilationError(f"duplicate property '{key}' in CREATE STORAGE INTEGRATION")
+            raise CompilationError(f"duplicate property '{key}' in {sc.what}")
         if key.endswith("_LOCATIONS"):
             lists[key] = _locations(sc, key)
         elif key == "ENABLED":
@@ -812,10 +830,56 @@ def _create_integration(sc: Scanner, replace: bool) -> CreateIntegration:
     )
 
 
+_ALTERABLE = ("ENABLED", "STORAGE_ALLOWED_LOCATIONS", "STORAGE_BLOCKED_LOCATIONS", "COMMENT")
+_UNSETTABLE = ("STORAGE_BLOCKED_LOCATIONS", "COMMENT")
+
+
+def _alter_integration(sc: Scanner) -> AlterIntegration:
+    """ALTER [STORAGE] INTEGRATION ..., after ALTER."""
+    sc.what = "ALTER STORAGE INTEGRATION"
+    sc.expect(r"(?:STORAGE\s+)?INTEGRATION\b", "INTEGRATION")
+    alter = AlterIntegration(name="", if_exists=sc.take(r"IF\s+EXISTS\b") is not None)
+    alter.name = sc.ident("integration")
+    if sc.word(r"SET\b|UNSET\b", "SET or UNSET") == "UNSET":
+        while True:
+            key = sc.word(r"[A-Za-z_]\w*", "a property to unset")
+            if key not in _UNSETTABLE:
+                raise CompilationError(
+                    f"cannot UNSET '{shortened(key)}' of a storage integration; Floe unsets "
+                    f"{' and '.join(_UNSETTABLE)}"
+                )
+            alter.unset.append(key)
+            if sc.take(",") is None:
+                sc.end()
+                return alter
+    values, lists = _integration_properties(sc)
+    changed = [k for k in (*values, *lists) if k not in _INTEGRATION_IGNORED]
+    if not changed:
+        raise sc.error(f"at least one of {', '.join(_ALTERABLE)}")
+    if fixed := [k for k in changed if k not in _ALTERABLE]:
+        raise CompilationError(
+            f"cannot change {fixed[0]} of a storage integration; Floe changes {', '.join(_ALTERABLE)}"
+        )
+    if "ENABLED" in values:
+        alter.enabled = values["ENABLED"] == "TRUE"
+    if "STORAGE_ALLOWED_LOCATIONS" in lists:
+        alter.allowed_locations = _check_locations(
+            "STORAGE_ALLOWED_LOCATIONS", lists["STORAGE_ALLOWED_LOCATIONS"]
+        )
+    if "STORAGE_BLOCKED_LOCATIONS" in lists:
+        alter.blocked_locations = _check_locations(
+            "STORAGE_BLOCKED_LOCATIONS", lists["STORAGE_BLOCKED_LOCATIONS"]
+        )
+    alter.comment = values.get("COMMENT")
+    return alter
+
+
 def _parse_scanned(text: str, defaults: Defaults) -> Statement:
     """A statement ``_SCANNED`` recognised, read by the scanner."""
     sc = Scanner(text)
-    verb = sc.word(r"SHOW\b|DESC(?:RIBE)?\b|DROP\b|CREATE\b", "SHOW, DESC, DROP or CREATE")
+    verb = sc.word(r"SHOW\b|DESC(?:RIBE)?\b|DROP\b|CREATE\b|ALTER\b", "SHOW, DESC, DROP, CREATE or ALTER")
+    if verb == "ALTER":
+        return _alter_integration(sc)
     if verb == "SHOW":
         return _show(sc, defaults)
     if verb.startswith("DESC"):

@@ -164,6 +164,13 @@ class StorageIntegration(CatalogObject):
     blocked_locations: list[str] = Field(default_factory=list)
     """STORAGE_BLOCKED_LOCATIONS: s3://bucket/prefix/ URLs no stage may lie under."""
 
+    def admits(self, url: str) -> bool:
+        """Whether a stage at ``url`` may read through this integration: inside an allowed
+        location and outside every blocked one (ENABLED is the caller's to check)."""
+        return any(within(url, loc) for loc in self.allowed_locations) and not any(
+            within(url, loc) for loc in self.blocked_locations
+        )
+
 
 class Stage(CatalogObject):
     """An external stage: an S3 prefix the user owns."""
@@ -291,6 +298,9 @@ class Pipe(CatalogObject):
     """Incarnation id of the target table when the pipe was created."""
     stage_url: str
     """URL of the stage at creation time."""
+    storage_integration: str | None = None
+    """The stage's STORAGE_INTEGRATION at creation time: every load re-checks ``stage_url``
+    against it, so narrowing or dropping the integration stops the pipe too."""
     paused: bool = False
     """PIPE_EXECUTION_PAUSED."""
 
@@ -330,6 +340,16 @@ class Pipe(CatalogObject):
         # Snowflake applies PATTERN to the path after the stage-definition path, anchored. RE2 runs
         # it in linear time: every insertFiles path and S3 event goes through here.
         return stored_pattern(self.copy_spec.pattern)(relative)
+
+
+def within(url: str, location: str) -> bool:
+    """Whether an S3 URL lies under an integration location ('*' is everywhere), by bucket and
+    whole path segments (split_s3_url ends every prefix with '/')."""
+    if location == "*":
+        return True
+    bucket, prefix = split_s3_url(url)
+    loc_bucket, loc_prefix = split_s3_url(location)
+    return bucket == loc_bucket and prefix.startswith(loc_prefix)
 
 
 def split_s3_url(url: str) -> tuple[str, str]:

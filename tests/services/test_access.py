@@ -117,6 +117,54 @@ def test_storage_integrations_bound_where_stages_read(world: SqlExecutor) -> Non
     assert names(run(ex, "SHOW INTEGRATIONS")) == ["EVERYTHING", "FLOE_TESTS", "LAKE", "PART"]
 
 
+def test_alter_integration_moves_the_bound_for_new_stages_and_pipes(world: SqlExecutor) -> None:
+    ex = world
+    desc = {r["property"]: r["value"] for r in run(ex, "DESC INTEGRATION lake")}
+    assert desc["STORAGE_BLOCKED_LOCATIONS"] == ""
+    run(ex, "ALTER STORAGE INTEGRATION lake SET STORAGE_BLOCKED_LOCATIONS = ('s3://lake/in/') COMMENT = 'n'")
+    desc = {r["property"]: r["value"] for r in run(ex, "DESC INTEGRATION lake")}
+    assert (desc["STORAGE_BLOCKED_LOCATIONS"], desc["COMMENT"]) == ("s3://lake/in/", "n")
+    with pytest.raises(PermissionDenied, match="is not allowed by integration 'LAKE'"):
+        run(ex, "CREATE STAGE again URL = 's3://lake/in/x/' STORAGE_INTEGRATION = lake")
+    # The stage made before the change stays, but no new pipe may read it.
+    with pytest.raises(PermissionDenied, match="is not allowed by integration 'LAKE'"):
+        run(ex, "CREATE PIPE p AS COPY INTO t FROM @st")
+    run(ex, "ALTER INTEGRATION lake UNSET STORAGE_BLOCKED_LOCATIONS, COMMENT")
+    desc = {r["property"]: r["value"] for r in run(ex, "DESC INTEGRATION lake")}
+    assert (desc["STORAGE_BLOCKED_LOCATIONS"], desc["COMMENT"]) == ("", None)
+    run(ex, "CREATE PIPE p AS COPY INTO t FROM @st")
+    run(ex, "ALTER INTEGRATION lake SET ENABLED = FALSE")
+    with pytest.raises(SqlError, match="disabled"):
+        run(ex, "CREATE OR REPLACE PIPE p AS COPY INTO t FROM @st")
+    with pytest.raises(SqlError, match="tables bucket"):
+        run(
+            ex,
+            f"ALTER INTEGRATION lake SET STORAGE_ALLOWED_LOCATIONS = ('s3://{ex.settings.pipeline.tables_bucket}/')",
+        )
+    assert run(ex, "ALTER INTEGRATION IF EXISTS ghost SET ENABLED = TRUE")[0]["STATUS"].endswith("succeeded.")
+    # Only the owner alters it; USAGE is not enough.
+    run(ex, "CREATE ROLE loader")
+    run(ex, "GRANT USAGE ON INTEGRATION lake TO ROLE loader")
+    with pytest.raises(PermissionDenied, match="integration 'LAKE'"):
+        run(ex, "ALTER INTEGRATION lake SET ENABLED = TRUE", user(ex, "lou", "loader"))
+
+
+def test_show_grants_of_role_lists_its_holders(ex: SqlExecutor) -> None:
+    run(ex, "CREATE ROLE analyst")
+    run(ex, "CREATE ROLE team")
+    run(ex, "GRANT ROLE analyst TO ROLE team")
+    ann = user(ex, "ann", "analyst")
+    rows = run(ex, "SHOW GRANTS OF ROLE analyst")
+    assert [(r["granted_to"], r["grantee_name"]) for r in rows] == [("ROLE", "TEAM"), ("USER", "ANN")]
+    assert {r["role"] for r in rows} == {"ANALYST"}
+    # A holder may list its own role's holders, not another role's.
+    assert len(run(ex, "SHOW GRANTS OF ROLE analyst", ann)) == 2
+    with pytest.raises(PermissionDenied, match="role 'TEAM'"):
+        run(ex, "SHOW GRANTS OF ROLE team", ann)
+    with pytest.raises(ObjectNotFound, match="GHOST"):
+        run(ex, "SHOW GRANTS OF ROLE ghost")
+
+
 def test_a_stage_without_integration_is_allowed_only_by_the_setting(ex: SqlExecutor) -> None:
     with pytest.raises(PermissionDenied, match="STORAGE_INTEGRATION"):
         run(ex, "CREATE STAGE loose URL = 's3://lake/in/'")

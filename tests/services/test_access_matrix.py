@@ -458,6 +458,19 @@ DROPS = [
         fails=unseen("Integration 'LAKE'"),
     ),
     Row(
+        "ALTER INTEGRATION",
+        "ALTER STORAGE INTEGRATION lake SET STORAGE_BLOCKED_LOCATIONS = ('s3://lake/in/')",
+        grants=(owns("INTEGRATION", "lake"),),
+        fails=unseen("Integration 'LAKE'"),
+    ),
+    Row(
+        "ALTER INTEGRATION, with USAGE only",
+        "ALTER INTEGRATION lake SET ENABLED = FALSE",
+        grants=(owns("INTEGRATION", "lake"),),
+        given=(on("USAGE", "INTEGRATION", "lake"),),
+        fails=denied("Insufficient privileges to operate on integration 'LAKE'"),
+    ),
+    Row(
         "DROP DATABASE IF EXISTS, absent",
         "DROP DATABASE IF EXISTS ghost",
         grants=(on("CREATE DATABASE", "ACCOUNT", ""),),
@@ -768,6 +781,13 @@ SHOW_GRANTS = [
         fails=denied("Insufficient privileges to operate on role 'ROLE_B'"),
     ),
     Row("SHOW GRANTS TO ROLE, one's own (anyone)", f"SHOW GRANTS TO ROLE {ROLE}"),
+    Row(
+        "SHOW GRANTS OF ROLE",
+        "SHOW GRANTS OF ROLE role_b",
+        grants=(owns("ROLE", "role_b"),),
+        fails=denied("Insufficient privileges to operate on role 'ROLE_B'"),
+    ),
+    Row("SHOW GRANTS OF ROLE, one's own (anyone)", f"SHOW GRANTS OF ROLE {ROLE}"),
     Row(
         "SHOW GRANTS TO USER",
         "SHOW GRANTS TO USER user_b",

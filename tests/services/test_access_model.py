@@ -18,8 +18,8 @@ The rules the model states (Snowflake's, as Floe documents them in docs/architec
 - future grants reach tables created afterwards only, and a schema's future grants for tables,
   when there are any, replace its database's;
 - a user's active roles are its DEFAULT_ROLE (when granted to it directly) and, with secondary roles
-  ALL, every role granted to it; with NONE and no usable default role, Floe keeps every granted role
-  active (services.access.active_roles); a user creates objects owned by ``Principal.owner_role``.
+  ALL, every role granted to it; with NONE, only its current role, which without a usable default
+  role is the role that owns what it creates (``Principal.owner_role``).
 """
 
 from __future__ import annotations
@@ -325,10 +325,10 @@ class Model:
 
     def active(self, user: str, secondary: bool) -> set[str]:
         """The roles whose privileges the user holds: its current role, and with secondary roles ALL
-        every role granted to it. (With NONE and no current role, Floe keeps them all active.)"""
+        every role granted to it. (With NONE and no DEFAULT_ROLE, the current role is the owner role.)"""
+        if not secondary:
+            return self.below({self.owner_role(user)})
         primary = self.primary(user)
-        if primary is not None and not secondary:
-            return self.below({primary})
         return self.below(self.user_roles[user] | ({primary} if primary else set()))
 
     def owner_role(self, user: str) -> str:

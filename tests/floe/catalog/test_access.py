@@ -20,6 +20,7 @@ from floe.catalog.access import (
     RevokeRole,
     Securable,
     ShowFutureGrants,
+    ShowGrantsOf,
     ShowGrantsOn,
     ShowGrantsToRole,
     ShowGrantsToUser,
@@ -92,8 +93,8 @@ def test_quoted_key_keeps_escapes_and_newlines() -> None:
         ("REVOKE ROLE r TO USER u", "REVOKE ROLE expects FROM ROLE <role> or FROM USER <user>"),
         ("REVOKE GRANT OPTION FOR MONITOR ON PIPE p FROM ROLE r", "grant options are not supported"),
         ("REVOKE MONITOR ON PIPE p TO ROLE r", "REVOKE expects FROM ROLE <role>"),
-        ("SHOW GRANTS", "SHOW GRANTS expects TO ROLE <role>, TO USER <user> or ON <object>"),
-        ("SHOW GRANTS OF ROLE r", "unexpected 'OF'"),
+        ("SHOW GRANTS", "SHOW GRANTS expects TO ROLE <role>, TO USER <user>, OF ROLE <role> or ON <object>"),
+        ("SHOW GRANTS OF USER u", "unexpected 'OF'"),
         ("SHOW USERS LIKE alice", "SHOW expects a quoted pattern after LIKE"),
         ("DESC USER", "DESC USER expects a user name"),
     ],
@@ -176,6 +177,7 @@ def test_show_and_describe() -> None:
     assert parse("SHOW ROLES LIKE 'it''s'") == ShowRoles("it's")
     assert parse("SHOW GRANTS TO ROLE etl") == ShowGrantsToRole("ETL")
     assert parse('SHOW GRANTS TO USER "al"') == ShowGrantsToUser("al")
+    assert parse("show grants of role etl") == ShowGrantsOf("ETL")
     assert parse("show grants on pipe s.p") == ShowGrantsOn(Securable("PIPE", "FLOE.S.P"))
     assert parse("DESC USER alice") == DescribeUser("ALICE")
     assert parse("DESCRIBE USER alice;") == DescribeUser("ALICE")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from floe.catalog.ddl import (
+    AlterIntegration,
     CreateDatabase,
     CreateIntegration,
     CreateSchema,
@@ -297,4 +298,46 @@ def test_drop_every_kind() -> None:
     ],
 )
 def test_drop_errors(sql: str, message: str) -> None:
+    assert message in _error(sql)
+
+
+def test_alter_storage_integration_sets_what_it_names() -> None:
+    s = parse(
+        "ALTER STORAGE INTEGRATION IF EXISTS lake SET STORAGE_ALLOWED_LOCATIONS = ('s3://b/new/') "
+        "ENABLED = FALSE STORAGE_BLOCKED_LOCATIONS = ('s3://b/new/secret/') COMMENT = 'narrowed'"
+    )
+    assert s == AlterIntegration(
+        name="LAKE",
+        if_exists=True,
+        enabled=False,
+        allowed_locations=["s3://b/new/"],
+        blocked_locations=["s3://b/new/secret/"],
+        comment="narrowed",
+    )
+    assert parse("alter integration lake set enabled = true") == AlterIntegration("LAKE", enabled=True)
+
+
+def test_alter_storage_integration_unsets() -> None:
+    s = parse("ALTER INTEGRATION lake UNSET STORAGE_BLOCKED_LOCATIONS, COMMENT")
+    assert s == AlterIntegration("LAKE", unset=["STORAGE_BLOCKED_LOCATIONS", "COMMENT"])
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("ALTER INTEGRATION lake", "ALTER STORAGE INTEGRATION expects SET or UNSET"),
+        ("ALTER INTEGRATION lake SET", "expects at least one of ENABLED, STORAGE_ALLOWED_LOCATIONS"),
+        (
+            "ALTER INTEGRATION lake SET STORAGE_AWS_ROLE_ARN = 'arn:x'",
+            "expects at least one of ENABLED",
+        ),
+        ("ALTER INTEGRATION lake SET TYPE = EXTERNAL_STAGE", "cannot change TYPE of a storage integration"),
+        ("ALTER INTEGRATION lake SET STORAGE_ALLOWED_LOCATIONS = ()", "needs at least one location"),
+        ("ALTER INTEGRATION lake SET STORAGE_BLOCKED_LOCATIONS = ('*')", "'*' cannot be a location"),
+        ("ALTER INTEGRATION lake UNSET ENABLED", "cannot UNSET 'ENABLED' of a storage integration"),
+        ("ALTER INTEGRATION lake UNSET COMMENT x", "expects the end of the statement"),
+        ("ALTER INTEGRATION lake SET ENABLED = TRUE ENABLED = FALSE", "duplicate property 'ENABLED'"),
+    ],
+)
+def test_alter_storage_integration_errors(sql: str, message: str) -> None:
     assert message in _error(sql)

@@ -124,6 +124,11 @@ CASES: dict[str, Callable[[int], str]] = {
     ),
     "integration, long comment": lambda n: "CREATE STORAGE INTEGRATION i COMMENT = '" + "a''" * (n // 3),
     "show, spaces inside STORAGE INTEGRATIONS": lambda n: "SHOW STORAGE" + " " * n + "x",
+    "alter integration, spaces after STORAGE": lambda n: "ALTER STORAGE" + " " * n + "x",
+    "alter integration, spaces before SET": lambda n: "ALTER INTEGRATION i" + " " * n + "x",
+    "alter integration, long UNSET list": lambda n: (
+        "ALTER INTEGRATION i UNSET" + " COMMENT," * (n // 9) + " x"
+    ),
     "show, spaces around LIKE and IN": lambda n: "SHOW TABLES LIKE 'x'" + " " * n + "IN" + " " * n + "x",
     "show, spaces after IN DATABASE": lambda n: "SHOW TABLES IN DATABASE" + " " * n + "a" + " " * n + "b",
     "show, IN SCHEMA dots": lambda n: "SHOW TABLES IN SCHEMA a" + " . a" * (n // 4),
@@ -222,6 +227,9 @@ REACHES: dict[str, str] = {
     "integration, unclosed location list": "CREATE STORAGE INTEGRATION expects a quoted location",
     "integration, long comment": "unexpected '''. CREATE STORAGE INTEGRATION expects a property",
     "show, spaces inside STORAGE INTEGRATIONS": "SHOW expects DATABASES, SCHEMAS",
+    "alter integration, spaces after STORAGE": "unsupported statement: ALTER",
+    "alter integration, spaces before SET": "unexpected 'x'. ALTER STORAGE INTEGRATION expects SET or UNSET",
+    "alter integration, long UNSET list": "cannot UNSET 'X' of a storage integration",
     "show, spaces around LIKE and IN": "SHOW TABLES expects ACCOUNT, DATABASE or SCHEMA",
     "show, spaces after IN DATABASE": "unexpected 'b'. SHOW TABLES expects the end of the statement",
     "show, IN SCHEMA dots": "invalid schema name 'a . a . a'",

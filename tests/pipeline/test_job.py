@@ -1,0 +1,84 @@
+"""The driver's re-check of a pipe's storage integration before each load, against the real Redis
+catalog (the end-to-end path is tests/e2e/test_integrations.py)."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from floe.catalog import Catalog, CopySpec, Pipe, Stage, StorageIntegration
+from floe.keys import Keys
+from floe.settings import Settings
+from pipeline.job import refusal
+
+pytestmark = pytest.mark.integration
+
+
+def pipe(url: str, integration: str | None) -> Pipe:
+    spec = CopySpec(table="FLOE.PUBLIC.T", stage="FLOE.PUBLIC.ST")
+    return Pipe(
+        name="FLOE.PUBLIC.P", copy_spec=spec, table_id="t1", stage_url=url, storage_integration=integration
+    )
+
+
+class Driver:
+    """The catalog and settings the driver checks a pipe with."""
+
+    def __init__(self, settings: Settings, catalog: Catalog) -> None:
+        self.settings = settings
+        self.catalog = catalog
+
+    def refusal(self, p: Pipe) -> str | None:
+        return refusal(self.catalog, self.settings, p)
+
+
+@pytest.fixture
+def driver(isolated_settings: Settings, redis_client: redis.Redis[bytes]) -> Driver:
+    catalog = Catalog(redis_client, Keys(isolated_settings.redis.prefix))
+    catalog.put(
+        StorageIntegration(name="LAKE", allowed_locations=["s3://lake/"], blocked_locations=["s3://lake/x/"])
+    )
+    return Driver(isolated_settings, catalog)
+
+
+def test_a_pipe_inside_its_integration_loads(driver: Driver) -> None:
+    assert driver.refusal(pipe("s3://lake/in/", "LAKE")) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "integration", "reason"),
+    [
+        ("s3://lake/x/in/", "LAKE", "is no longer allowed by storage integration 'LAKE'"),
+        ("s3://other/", "LAKE", "is no longer allowed by storage integration 'LAKE'"),
+        ("s3://lake/in/", "GONE", "Storage integration 'GONE' of stage FLOE.PUBLIC.ST no longer exists"),
+        ("s3://lake/in/", None, "names no storage integration"),
+    ],
+)
+def test_a_pipe_outside_its_integration_is_refused(
+    driver: Driver, url: str, integration: str | None, reason: str
+) -> None:
+    refused = driver.refusal(pipe(url, integration))
+    assert refused is not None and reason in refused
+
+
+def test_a_disabled_integration_refuses_every_pipe(driver: Driver) -> None:
+    driver.catalog.put(driver.catalog.get(StorageIntegration, "LAKE").model_copy(update={"enabled": False}))
+    assert "is disabled" in (driver.refusal(pipe("s3://lake/in/", "LAKE")) or "")
+
+
+def test_the_tables_bucket_is_refused_whatever_the_integration(driver: Driver) -> None:
+    driver.catalog.put(StorageIntegration(name="ALL", allowed_locations=["*"]))
+    tables = driver.settings.pipeline.tables_bucket
+    assert "tables bucket" in (driver.refusal(pipe(f"s3://{tables}/", "ALL")) or "")
+
+
+def test_an_older_pipe_is_bound_by_its_stages_integration(driver: Driver) -> None:
+    """Pipes made before they recorded their integration fall back to their stage's."""
+    driver.catalog.put(Stage(name="FLOE.PUBLIC.ST", url="s3://lake/in/", storage_integration="LAKE"))
+    assert driver.refusal(pipe("s3://lake/in/", None)) is None
+    assert "no longer allowed" in (driver.refusal(pipe("s3://lake/x/", None)) or "")
+
+
+def test_without_an_integration_only_the_setting_lets_a_pipe_load(driver: Driver) -> None:
+    driver.settings = driver.settings.model_copy(update={"stages_without_integration": True})
+    assert driver.refusal(pipe("s3://anywhere/", None)) is None
