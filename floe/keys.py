@@ -66,6 +66,23 @@ class Keys:
         its commits, so a batch in flight at that moment never becomes visible."""
         return f"{self._pipe(pipe_id)}:retired"
 
+    # -- per pipe: streaming channels (Snowpipe Streaming) ----------------------------------
+    def channel(self, pipe_id: str, name: str) -> str:
+        """Hash of one channel's state: incarnation, sequencers, committed offset token, counters."""
+        return f"{self._pipe(pipe_id)}:channel:{name}"
+
+    def channels(self, pipe_id: str) -> str:
+        """Sorted set of the pipe's channel names by last activity (ms): listing and expiry."""
+        return f"{self._pipe(pipe_id)}:channels"
+
+    def rows(self, pipe_id: str) -> str:
+        """Redis Stream of accepted appends waiting to load (the Spark source reads it)."""
+        return f"{self._pipe(pipe_id)}:rows"
+
+    def row_data(self, pipe_id: str, channel: str, incarnation: str, client_seq: int, row_seq: int) -> str:
+        """The NDJSON rows of one accepted append, deleted by the commit that settles it."""
+        return f"{self._pipe(pipe_id)}:rowdata:{incarnation}:{client_seq}:{row_seq}:{channel}"
+
     def pipe_pattern(self, pipe_id: str) -> str:
         """Glob over every key of one pipe (for DROP PIPE)."""
         return f"{self._pipe(pipe_id)}:*"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Literal, cast, get_args, get_type_hints
+from typing import Any, ClassVar, Literal, cast, get_args, get_type_hints
 
 import pyarrow as pa
 
@@ -103,6 +103,84 @@ class QueueEntry:
 
 
 # ------------------------------------------------------------------------------------------------
+# Row appends (a streaming channel's entries in its pipe's rows stream)
+
+
+@dataclass(frozen=True)
+class RowAppend:
+    """One accepted append of a channel, waiting in its pipe's rows stream; its rows are stored
+    under ``data_key`` until the commit that settles it."""
+
+    channel: str
+    incarnation: str
+    """The channel incarnation that accepted it; a channel dropped since drops it at commit."""
+    client_sequencer: int
+    """The writer's client sequencer; a reopen since fences it at commit."""
+    row_sequencer: int
+    """Its place in the channel: appends load in this order."""
+    rows: int
+    size: int
+    """Bytes of NDJSON."""
+    start_offset_token: str | None
+    end_offset_token: str | None
+    received_ms: int
+    data_key: str
+    stream_id: str | None = None
+
+    # The stream field names, and the Lua expressions of the append script that fill them
+    # (floe/channels.py: ARGV and KEYS as that script documents).
+    _LUA: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("channel", "ARGV[1]"),
+        ("incarnation", "ARGV[2]"),
+        ("client_sequencer", "ARGV[3]"),
+        ("row_sequencer", "ARGV[4]"),
+        ("rows", "ARGV[7]"),
+        ("size", "size"),
+        ("start_offset_token", "ARGV[8]"),
+        ("end_offset_token", "ARGV[9]"),
+        ("received_ms", "ARGV[10]"),
+        ("data_key", "KEYS[3]"),
+    )
+
+    @classmethod
+    def lua_stream_fields(cls) -> str:
+        """The XADD field/value list of the append script, as Lua source."""
+        return ", ".join(f"'{name}', {expr}" for name, expr in cls._LUA)
+
+    @classmethod
+    def from_stream(cls, stream_id: bytes | str, values: Mapping[bytes, bytes]) -> RowAppend:
+        """An entry as XRANGE returns it (offset tokens are stored as JSON: null when not given)."""
+        v = {k.decode(): x.decode() for k, x in values.items()}
+        return cls(
+            channel=v["channel"],
+            incarnation=v["incarnation"],
+            client_sequencer=int(v["client_sequencer"]),
+            row_sequencer=int(v["row_sequencer"]),
+            rows=int(v["rows"]),
+            size=int(v["size"]),
+            start_offset_token=json.loads(v["start_offset_token"]),
+            end_offset_token=json.loads(v["end_offset_token"]),
+            received_ms=int(v["received_ms"]),
+            data_key=v["data_key"],
+            stream_id=stream_id.decode() if isinstance(stream_id, bytes) else stream_id,
+        )
+
+    def to_json(self) -> str:
+        """The form a LoadTask carries it in."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> RowAppend:
+        """The append ``to_json`` gave."""
+        return cls(**json.loads(text))
+
+    @property
+    def path(self) -> str:
+        """How load outcomes and blob manifests name it: channel and row sequencer."""
+        return f"{self.channel}/{self.row_sequencer:012d}"
+
+
+# ------------------------------------------------------------------------------------------------
 # Tasks (the streaming source's rows and the mapInArrow input)
 
 _SPARK_TYPES: dict[Any, str] = {str: "string", int: "long", int | None: "long"}
@@ -129,6 +207,8 @@ class LoadTask:
     """Its queue entry, deleted when the load commits."""
     part: int = 0
     """The Spark partition (task) that loads it; 0 until the job plans the batch."""
+    append: str = ""
+    """For a streaming channel's append, its RowAppend as JSON ('' for a file)."""
 
     @classmethod
     def queued(cls, pipe_id: str, entry: QueueEntry) -> LoadTask:
@@ -136,17 +216,30 @@ class LoadTask:
         assert entry.stream_id is not None, "an entry read from its stream has an id"
         return cls(pipe_id, entry.path, entry.size, entry.received_ms, entry.stream_id)
 
+    @classmethod
+    def appended(cls, pipe_id: str, append: RowAppend) -> LoadTask:
+        """The task of a channel's append read from its pipe's rows stream."""
+        assert append.stream_id is not None, "an append read from its stream has an id"
+        return cls(
+            pipe_id, append.path, append.size, append.received_ms, append.stream_id, append=append.to_json()
+        )
+
+    @property
+    def row_append(self) -> RowAppend | None:
+        """The channel append this task loads, or None for a file."""
+        return RowAppend.from_json(self.append) if self.append else None
+
     def in_part(self, part: int) -> LoadTask:
         """The same task, planned into Spark partition ``part``."""
         return replace(self, part=part)
 
-    def source_row(self) -> tuple[str, str, int | None, int, str]:
+    def source_row(self) -> tuple[str, str, int | None, int, str, str]:
         """The streaming source's row (``SOURCE_SCHEMA``)."""
-        return (self.pipe_id, self.path, self.size, self.received_ms, self.stream_id)
+        return (self.pipe_id, self.path, self.size, self.received_ms, self.stream_id, self.append)
 
-    def task_row(self) -> tuple[str, str, int | None, int, str, int]:
+    def task_row(self) -> tuple[str, str, int | None, int, str, int, str]:
         """The mapInArrow input row (``TASK_SCHEMA``)."""
-        return (self.pipe_id, self.path, self.size, self.received_ms, self.stream_id, self.part)
+        return (self.pipe_id, self.path, self.size, self.received_ms, self.stream_id, self.part, self.append)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> LoadTask:

@@ -153,6 +153,8 @@ class PipelineSettings(_Section):
     """Micro-batch trigger interval."""
     max_files_per_batch: int = 2000
     """Upper bound on files planned into one micro-batch."""
+    max_appends_per_batch: int = 64
+    """Upper bound on one streaming pipe's channel appends (up to 4 MB each) in one micro-batch."""
     partitions: int = 2
     """Spark tasks per micro-batch (at most one per file)."""
     tables_bucket: str = "floe-tables"
@@ -227,6 +229,21 @@ class AuthSettings(_Section):
     """Failed authentications per second allowed from one client address; past it, 429."""
     failed_auth_burst: int = 20
     """Failed authentications one client address may make at once before that limit applies."""
+    scoped_token_key_file: str = ".floe/scoped_token.key"
+    """Secret that signs the scoped tokens of POST /oauth/token (created 0600 on first start)."""
+    scoped_token_lifetime_s: int = 3600
+    """How long a scoped token (accepted only by the streaming routes) stays valid."""
+
+
+class StreamingSettings(_Section):
+    """Snowpipe Streaming: channels, appends and their limits."""
+
+    max_pending_bytes_per_channel: int = 64 * 1024 * 1024
+    """Bytes a channel may have appended and not yet committed; past it an append gets 429."""
+    appends_per_s_per_channel: float = 10.0
+    """Appends per second one channel may make (Snowflake's 10 requests/s); past it, 429. 0 disables."""
+    appends_burst_per_channel: int = 20
+    """Appends one channel may make at once before its rate applies."""
 
 
 class FaultSettings(_Section):
@@ -289,6 +306,8 @@ class Settings(BaseSettings):
     """Blob encryption."""
     auth: AuthSettings = AuthSettings()
     """REST and SQL authentication."""
+    streaming: StreamingSettings = StreamingSettings()
+    """Snowpipe Streaming channels."""
     faults: FaultSettings = FaultSettings()
     """Fault injection (tests only)."""
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import logging
 import time
+import zlib
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 from pyspark.errors import StreamingQueryException
@@ -25,11 +26,11 @@ from floe.aws import client as aws_client
 from floe.catalog import Catalog, Pipe, Stage, StorageIntegration, Table, now_ms
 from floe.history import FileState
 from floe.keys import Keys
-from floe.records import TASK_SCHEMA, WIRE_DDL, LoadTask, decode_results
+from floe.records import TASK_SCHEMA, WIRE_DDL, LoadTask, PipeResults, decode_results
 from floe.runtime import Faults, Readiness, Shutdown, setup_logging
 from floe.settings import Settings
 from pipeline.loader import BatchContext, process_partition
-from pipeline.registrar import Outcome, PipeCommit, Registrar
+from pipeline.registrar import ChannelRegistrar, ChannelSettle, Outcome, PipeCommit, Registrar
 from pipeline.session import spark_session
 from pipeline.source import FloeFileSource
 
@@ -43,6 +44,8 @@ def refusal(catalog: Catalog, settings: Settings, pipe: Pipe) -> str | None:
     but an integration can be narrowed, disabled or dropped later; checking at every load
     keeps it the bound of what Floe's credentials read on a user's behalf.
     """
+    if pipe.source == "streaming":
+        return None  # its rows come from channels, not from a stage
     url, tables_bucket = pipe.stage_url, settings.pipeline.tables_bucket
     if pipe.bucket == tables_bucket:
         return f"Pipe {pipe.name} may not read Floe's tables bucket ({url})."
@@ -81,6 +84,7 @@ class BatchProcessor:
         self.keys = Keys(settings.redis.prefix)
         self.catalog = Catalog(self.redis, self.keys)
         self.registrar = Registrar(self.redis, self.keys, settings.retention_seconds)
+        self.channels = ChannelRegistrar(self.redis, self.keys, settings.retention_seconds)
         self.master_key = settings.encryption.resolve_master_key()
         self.settings_json = settings.worker_json()
         self._query_id: str | None = None
@@ -125,7 +129,7 @@ class BatchProcessor:
             return
         n = max(1, min(self.settings.pipeline.partitions, len(todo)))
         todo.sort(key=lambda t: (t.pipe_id, t.path))
-        tasks = [t.in_part(i % n) for i, t in enumerate(todo)]
+        tasks = [t.in_part(_part(t, i, n)) for i, t in enumerate(todo)]
         ctx = BatchContext(self.settings_json, self.master_key, qid, batch_id, pipes, tables, refused)
         # One element per Spark partition, each the list of its tasks' rows: the partitions come out
         # as planned without a shuffle (partitionBy cost a whole extra stage per micro-batch).
@@ -164,6 +168,9 @@ class BatchProcessor:
         received = {(t.pipe_id, t.path): t.received_ms for tasks in by_pipe.values() for t in tasks}
         pipes = {pipe_id: self.catalog.pipe_by_id(pipe_id) for pipe_id in by_pipe}
         returned = decode_results(r.asDict() for r in results)
+        streaming = {pipe_id for pipe_id, p in pipes.items() if p is not None and p.source == "streaming"}
+        for pipe_id in streaming & set(returned):
+            self._settle(pipe_id, returned.pop(pipe_id), by_pipe[pipe_id], qid, batch_id, now)
         commits = {pipe_id: PipeCommit(pipe_id, blobs=res.blobs) for pipe_id, res in returned.items()}
         files = [(pipe_id, result) for pipe_id, res in returned.items() for result in res.outcomes]
         # One round trip for every file's current state, not one per file.
@@ -191,6 +198,20 @@ class BatchProcessor:
                 self._discard(c, batch_id)
             self.faults.hit("pipeline.between_commits")
 
+    def _settle(
+        self, pipe_id: str, res: PipeResults, tasks: list[LoadTask], qid: str, batch_id: int, now: int
+    ) -> None:
+        """Commit a streaming pipe's appends, channel by channel (pipeline.registrar.ChannelRegistrar)."""
+        settles = channel_settles(res, tasks, now)
+        settled = self.channels.settle(pipe_id, settles, qid, batch_id, now)
+        if settled.outcome is Outcome.RETIRED:
+            self._delete_blobs(
+                [b["name"] for c in settles for b in c.blobs], batch_id, "the pipe was dropped"
+            )
+        elif settled.fenced_blobs:
+            self._delete_blobs(settled.fenced_blobs, batch_id, "their channels were reopened or dropped")
+        self.faults.hit("pipeline.between_commits")
+
     def _discard(self, c: PipeCommit, batch_id: int) -> None:
         """Delete the blobs of a commit the registrar refused: no manifest will ever name them.
 
@@ -206,6 +227,12 @@ class BatchProcessor:
             len(names),
             extra={"batch": batch_id},
         )
+        self._delete_blobs(names, batch_id, "the pipe was dropped or replaced")
+
+    def _delete_blobs(self, names: list[str], batch_id: int, why: str) -> None:
+        """Delete blobs no manifest names; a failed delete only leaves garbage."""
+        if names:
+            log.info("batch %d: deleting %d uncommitted blobs (%s)", batch_id, len(names), why)
         s3 = aws_client(self.settings.aws, "s3")
         for i in range(0, len(names), 1000):
             try:
@@ -242,6 +269,7 @@ def run(settings: Settings) -> None:
                 .option("redis_password_file", str(Path(settings.redis.password_file).absolute()))
                 .option("prefix", settings.redis.prefix)
                 .option("max_files", str(p.max_files_per_batch))
+                .option("max_appends", str(p.max_appends_per_batch))
                 .option("drain_file", str(draining))
                 .load()
             )
@@ -275,6 +303,52 @@ def run(settings: Settings) -> None:
         draining.unlink(missing_ok=True)
         spark.stop()
         log.info("pipeline stopped after %d batches", processor.batches)
+
+
+def _part(task: LoadTask, index: int, n: int) -> int:
+    """The Spark partition of a task: files round robin; a channel's appends all in one, so one
+    task loads them in order and writes the channel's one blob."""
+    append = task.row_append
+    return zlib.crc32(append.channel.encode()) % n if append is not None else index % n
+
+
+def channel_settles(res: PipeResults, tasks: list[LoadTask], now: int) -> list[ChannelSettle]:
+    """What each writer of each channel (its incarnation and client sequencer) came to in the
+    batch, from the tasks and what they returned. After a reopen in the middle of a batch a
+    channel has two writers; the commit keeps the current one's and drops the other's."""
+    outcomes = {o.stream_id: o for o in res.outcomes}
+    appends = sorted((a for t in tasks if (a := t.row_append) is not None), key=lambda a: a.row_sequencer)
+    settles: dict[tuple[str, str, int], ChannelSettle] = {}
+    latency: dict[tuple[str, str, int], list[int]] = {}
+    writer_of: dict[str, tuple[str, str, int]] = {}
+    for a in appends:
+        writer = (a.channel, a.incarnation, a.client_sequencer)
+        c = settles.setdefault(writer, ChannelSettle(*writer))
+        assert a.stream_id is not None
+        writer_of[a.path] = writer
+        c.stream_ids.append(a.stream_id)
+        c.data_keys.append(a.data_key)
+        c.appends += 1
+        c.bytes += a.size
+        latency.setdefault(writer, []).append(max(0, now - a.received_ms))
+        if a.end_offset_token is not None:
+            c.token = a.end_offset_token
+        o = outcomes.get(a.stream_id)
+        if o is None:
+            continue
+        c.rows_inserted += o.rows_loaded
+        c.rows_parsed += o.rows_parsed
+        if o.errors_seen:
+            c.errors += o.errors_seen
+            c.last_error = o.first_error or "error"
+            c.last_error_bound = a.end_offset_token
+    for blob in res.blobs:
+        writers = {writer_of.get(f) for f in blob.get("files", [])}
+        assert len(writers) == 1 and None not in writers, "a streaming blob holds one writer's rows"
+        settles[cast(tuple[str, str, int], writers.pop())].blobs.append(blob)
+    for writer, c in settles.items():
+        c.latency_ms = sum(latency[writer]) // len(latency[writer])
+    return list(settles.values())
 
 
 def _first_line(exc: object) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import redis
 from botocore.exceptions import ClientError
 from pyarrow import fs as pafs
 
@@ -27,7 +28,7 @@ from floe.aws import object_gone, pyarrow_s3_kwargs
 from floe.blobs import BlobCrypto, BlobMeta, crypto_from_settings, write_blob
 from floe.catalog import Pipe, Table
 from floe.errors import FileLoadError
-from floe.records import LoadOutcome, LoadTask, encode_results
+from floe.records import LoadOutcome, LoadTask, RowAppend, encode_results
 from floe.runtime import Faults, setup_logging
 from floe.settings import Settings
 from floe.types import arrow_schema
@@ -75,6 +76,13 @@ class _Worker:
         self.faults = Faults(self.settings.faults)
         self.pool = ThreadPoolExecutor(max(1, self.settings.pipeline.prefetch_files), "floe-fetch")
         self._s3: Any = None
+        self._redis: redis.Redis[bytes] | None = None
+
+    def redis(self) -> redis.Redis[bytes]:
+        """A client of Floe's Redis, where channel appends keep their rows until they commit."""
+        if self._redis is None:
+            self._redis = self.settings.redis.client()
+        return self._redis
 
     def get_object(self, bucket: str, key: str) -> Any:
         """An object's GetObject response through boto3; FileNotFoundError if there is none."""
@@ -107,14 +115,23 @@ def _worker(ctx: BatchContext) -> _Worker:
 
 
 def blob_name(
-    pipe: Pipe, table: Table, query_id: str, batch_id: int, part: int, streamed: tuple[int, int] | None = None
+    pipe: Pipe,
+    table: Table,
+    query_id: str,
+    batch_id: int,
+    part: int,
+    streamed: tuple[int, int] | None = None,
+    channel: int | None = None,
 ) -> str:
     """Deterministic per (table, pipe, batch, partition): a replay overwrites its own blob.
 
     ``streamed``: (the file's place in its task, the part number) for the blobs of a streamed file.
+    ``channel``: the channel's place among the task's channels, for a streaming pipe's blobs (one
+    per channel, so that a channel fenced at commit leaves the others' rows alone).
     """
     db, schema, name = table.name.split(".")
     suffix = f"-{streamed[0]:05d}-{streamed[1]:05d}" if streamed else ""
+    suffix += f"-c{channel:05d}" if channel is not None else ""
     return f"{db}/{schema}/{name}/{table.id}/{pipe.id}/{query_id}-{batch_id:010d}-{part:04d}{suffix}.parquet"
 
 
@@ -393,6 +410,46 @@ def _prefetched(w: _Worker, pipe: Pipe, tasks: list[LoadTask]) -> Iterator[bytes
         yield future.result()
 
 
+def load_appends(
+    w: _Worker, ctx: BatchContext, pipe: Pipe, table: Table, tasks: list[LoadTask], part: int
+) -> list[LoadOutcome | BlobMeta]:
+    """A streaming pipe's share of a task: each channel's appends in row-sequencer order through
+    the pipe's transform, and one blob per channel (per writer of the channel)."""
+    # One blob per writer of a channel (its incarnation and client sequencer): after a reopen in
+    # the middle of a batch, the old writer's rows must stay out of the new writer's blob.
+    by_writer: dict[tuple[str, str, int], list[tuple[LoadTask, RowAppend]]] = {}
+    for task in tasks:
+        append = task.row_append
+        assert append is not None, "a streaming pipe's tasks are appends"
+        writer = (append.channel, append.incarnation, append.client_sequencer)
+        by_writer.setdefault(writer, []).append((task, append))
+    out: list[LoadOutcome | BlobMeta] = []
+    for index, (_writer, appends) in enumerate(sorted(by_writer.items())):
+        appends.sort(key=lambda ta: ta[1].row_sequencer)
+        stored = w.redis().mget([a.data_key for _, a in appends])
+        pieces: list[pa.Table] = []
+        loaded: list[str] = []
+        for (task, _append), data in zip(appends, stored, strict=True):
+            if data is None:
+                # Only a DROP of the channel (or of the pipe) deletes rows before their commit, and
+                # the commit then drops this append anyway.
+                outcome = LoadOutcome.stopped(
+                    task.path, "the rows are gone: the channel was dropped", system=False
+                )
+            else:
+                rows, outcome = transform_file(w, pipe, table, task.path, data)
+                if rows is not None and rows.num_rows:
+                    pieces.append(rows)
+                    loaded.append(task.path)
+            out.append(outcome.of_task(task))
+        if pieces:
+            name = blob_name(pipe, table, ctx.query_id, ctx.batch_id, part, channel=index)
+            combined = pa.concat_tables(pieces).cast(arrow_schema(table))
+            path = f"{w.settings.pipeline.tables_bucket}/{name}"
+            out.append(write_blob(combined, w.fs, path, w.crypto, name=name, files=loaded))
+    return out
+
+
 def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: load every file of this partition, write one blob per (pipe, part)."""
     w = _worker(ctx)
@@ -408,6 +465,9 @@ def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> I
             continue
         pipe = Pipe.model_validate_json(ctx.pipes[pipe_id])
         table = Table.model_validate_json(ctx.tables[pipe_id])
+        if pipe.source == "streaming":
+            yield encode_results(pipe_id, load_appends(w, ctx, pipe, table, tasks, part))
+            continue
         pieces: list[pa.Table] = []
         loaded: list[str] = []
         out: list[LoadOutcome | BlobMeta] = []

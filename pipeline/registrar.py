@@ -104,3 +104,137 @@ class Registrar:
             keys.append(k.file(c.pipe_id, state.path))
             args += [state.path, state.model_dump_json(), sid]
         return Outcome(int(cast(int, self._script(keys=keys, args=args))))
+
+
+# ------------------------------------------------------------------------------------------------
+# Streaming channels
+
+# KEYS: 1 marker, 2 blobs hash, 3 rows stream, 4 retired flag, then one hash per channel, then the
+# row data keys to delete.
+# ARGV: 1 ttl s, 2 now ms, 3 n channels, then per channel: incarnation, client sequencer, appends,
+# bytes, rows inserted, rows parsed, errors, '1' if an offset token, the token, the last error or
+# '', its offset upper bound, latency ms, n blobs, the blobs' name/json pairs, n stream ids, the ids.
+# Returns {1, fenced blob names...} committed, {0} committed before, {-1} the pipe is retired.
+_SETTLE = """
+if redis.call('EXISTS', KEYS[4]) == 1 then return {-1} end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0} end
+local now = ARGV[2]
+local n = tonumber(ARGV[3])
+local i = 4
+local fenced = {1}
+for c = 1, n do
+  local h = KEYS[4 + c]
+  local inc, cseq = ARGV[i], ARGV[i + 1]
+  local appends, bytes = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  local inserted, parsed, errors = ARGV[i + 4], ARGV[i + 5], tonumber(ARGV[i + 6])
+  local has_token, token, err = ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
+  local bound, latency = ARGV[i + 10], ARGV[i + 11]
+  local nblobs = tonumber(ARGV[i + 12])
+  i = i + 13
+  local st = redis.call('HMGET', h, 'incarnation', 'cseq')
+  local live = st[1] == inc and st[2] == cseq
+  for _ = 1, nblobs do
+    if live then redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) else table.insert(fenced, ARGV[i]) end
+    i = i + 2
+  end
+  if live then
+    redis.call('HINCRBY', h, 'rows_inserted', inserted)
+    redis.call('HINCRBY', h, 'rows_parsed', parsed)
+    redis.call('HINCRBY', h, 'pending', -appends)
+    redis.call('HINCRBY', h, 'pending_bytes', -bytes)
+    redis.call('HSET', h, 'latency_ms', latency)
+    if has_token == '1' then redis.call('HSET', h, 'token', token) end
+    if errors > 0 then
+      redis.call('HINCRBY', h, 'rows_error_count', errors)
+      redis.call('HSET', h, 'last_error_message', err, 'last_error_offset_upper_bound', bound,
+        'last_error_timestamp_ms', now)
+    end
+  end
+  local nsids = tonumber(ARGV[i])
+  i = i + 1
+  for _ = 1, nsids do
+    redis.call('XDEL', KEYS[3], ARGV[i])
+    i = i + 1
+  end
+end
+for k = 5 + n, #KEYS do redis.call('DEL', KEYS[k]) end
+redis.call('SET', KEYS[1], now, 'EX', tonumber(ARGV[1]))
+return fenced
+"""
+
+
+@dataclass
+class ChannelSettle:
+    """What one channel's appends in a micro-batch come to."""
+
+    channel: str
+    incarnation: str
+    client_sequencer: int
+    appends: int = 0
+    bytes: int = 0
+    rows_inserted: int = 0
+    rows_parsed: int = 0
+    errors: int = 0
+    token: str | None = None
+    """The end offset token of the last append that carried one; None if none did."""
+    last_error: str = ""
+    last_error_bound: str | None = None
+    latency_ms: int = 0
+    blobs: list[dict[str, Any]] = field(default_factory=list)
+    stream_ids: list[str] = field(default_factory=list)
+    data_keys: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Settled:
+    """What a streaming commit did: its outcome, and the blobs of fenced channels (unreferenced)."""
+
+    outcome: Outcome
+    fenced_blobs: list[str] = field(default_factory=list)
+
+
+class ChannelRegistrar:
+    """Commits a streaming pipe's share of a micro-batch: each channel's blobs, offset token and
+    counters at once, unless a reopen or a DROP fenced the writer since (then none of its rows)."""
+
+    def __init__(self, client: redis.Redis[bytes], keys: Keys, retention_seconds: int) -> None:
+        self._keys = keys
+        self._ttl = retention_seconds
+        self._script = client.register_script(_SETTLE)
+
+    def settle(
+        self, pipe_id: str, channels: list[ChannelSettle], query_id: str, batch_id: int, now_ms: int
+    ) -> Settled:
+        """Commit atomically, unless an earlier attempt did or the pipe incarnation is retired."""
+        k = self._keys
+        keys = [
+            k.batch_marker(pipe_id, query_id, batch_id),
+            k.blobs(pipe_id),
+            k.rows(pipe_id),
+            k.retired(pipe_id),
+        ]
+        keys += [k.channel(pipe_id, c.channel) for c in channels]
+        keys += [key for c in channels for key in c.data_keys]
+        args: list[str | int] = [self._ttl, now_ms, len(channels)]
+        for c in channels:
+            args += [
+                c.incarnation,
+                c.client_sequencer,
+                c.appends,
+                c.bytes,
+                c.rows_inserted,
+                c.rows_parsed,
+                c.errors,
+                "1" if c.token is not None else "0",
+                c.token or "",
+                c.last_error,
+                c.last_error_bound or "",
+                c.latency_ms,
+                len(c.blobs),
+            ]
+            for blob in c.blobs:
+                args += [blob["name"], json.dumps(blob)]
+            args += [len(c.stream_ids), *c.stream_ids]
+        out = cast(list[Any], self._script(keys=keys, args=args))
+        outcome = Outcome(int(out[0]))
+        return Settled(outcome, [b.decode() if isinstance(b, bytes) else str(b) for b in out[1:]])

@@ -1,9 +1,11 @@
 """A Spark Python streaming source over the per-pipe Redis Streams.
 
-Offsets are ``{pipe_id: last stream id}``. Spark writes the planned range of every micro-batch to
-its offset log before running it, so a replayed batch reads the same entries. Entries are deleted
-by the registrar in the commit that makes their files' rows visible (never earlier), and
-``commit(end)`` trims anything older as a safety net.
+Offsets are ``{pipe_id: last stream id}`` for the file queues, and ``{"rows:" + pipe_id: last
+stream id}`` for the rows streams of streaming pipes (their channels' appends; at most
+``pipeline.max_appends_per_batch`` per pipe and micro-batch, since an append holds up to 4 MB).
+Spark writes the planned range of every micro-batch to its offset log before running it, so a
+replayed batch reads the same entries. Entries are deleted by the registrar in the commit that
+makes their rows visible (never earlier), and ``commit(end)`` trims anything older as a safety net.
 
 A micro-batch's file budget (the ReadLimit, ``pipeline.max_files_per_batch``) is shared max-min
 fairly over the unpaused pipes with pending entries (``fair_shares``), so a pipe with a large
@@ -33,10 +35,12 @@ from pyspark.sql.types import StructType
 
 from floe.catalog import Catalog, Pipe
 from floe.keys import Keys
-from floe.records import SOURCE_SCHEMA, LoadTask, QueueEntry
+from floe.records import SOURCE_SCHEMA, LoadTask, QueueEntry, RowAppend
 from floe.settings import RedisSettings, Settings
 
 ZERO = "0-0"
+ROWS = "rows:"
+"""Offset keys of rows streams start with this; the rest is the pipe id."""
 # Entries per pipe and micro-batch under ReadAllAvailable (Trigger.AvailableNow), which sets no budget.
 READ_ALL_CAP = 100_000
 
@@ -111,6 +115,8 @@ class PipeRange(InputPartition):
     pipe_id: str
     start: str
     end: str
+    rows: bool = False
+    """The pipe's rows stream (channel appends) rather than its file queue."""
 
 
 class FileStreamReader(DataSourceStreamReader):
@@ -120,6 +126,7 @@ class FileStreamReader(DataSourceStreamReader):
         self.redis = source_redis_settings(options)
         self.keys = Keys(options["prefix"])
         self.max_files = int(options.get("max_files", "2000"))
+        self.max_appends = int(options.get("max_appends", "64"))
         drain = options.get("drain_file")
         self.drain_file = Path(drain) if drain else None
         # Where the next micro-batch's rotation starts (see fair_shares). Spark keeps one reader
@@ -140,8 +147,11 @@ class FileStreamReader(DataSourceStreamReader):
         if self.drain_file is not None and self.drain_file.exists():
             return dict(start)  # `floe pipeline` is draining: plan nothing new (pipeline/job.py)
         client = self._client()
-        pipes = [p for p in Catalog(client, self.keys).all(Pipe).values() if not p.paused]
+        unpaused = [p for p in Catalog(client, self.keys).all(Pipe).values() if not p.paused]
+        pipes = [p for p in unpaused if p.source != "streaming"]
         end = dict(start)
+        cap = READ_ALL_CAP if isinstance(limit, ReadAllAvailable) else self.max_appends
+        self._plan_rows(client, [p.id for p in unpaused if p.source == "streaming"], end, cap)
         if isinstance(limit, ReadAllAvailable):
             planned = self._read_after(client, {p.id: READ_ALL_CAP for p in pipes}, end)
             end.update({pipe_id: entries[-1][0].decode() for pipe_id, entries in planned.items() if entries})
@@ -152,6 +162,21 @@ class FileStreamReader(DataSourceStreamReader):
             self._after = hashlib.sha256(json.dumps(start, sort_keys=True).encode()).hexdigest()[:16]
         self._plan_fair(client, pipes, end, budget, self._after)
         return end
+
+    def _plan_rows(
+        self, client: redis.Redis[bytes], pipe_ids: list[str], end: dict[str, Any], cap: int
+    ) -> None:
+        """Move ``end`` on by up to ``cap`` appends of each streaming pipe, in one round trip."""
+        if not pipe_ids:
+            return
+        with client.pipeline(transaction=False) as pipe:
+            for pipe_id in pipe_ids:
+                begin = str(end.get(ROWS + pipe_id, ZERO))
+                pipe.xrange(self.keys.rows(pipe_id), min=f"({begin}", max="+", count=cap)
+            results = cast(list[Entries], pipe.execute())
+        for pipe_id, entries in zip(pipe_ids, results, strict=True):
+            if entries:
+                end[ROWS + pipe_id] = entries[-1][0].decode()
 
     def _read_after(
         self, client: redis.Redis[bytes], counts: Mapping[str, int], end: Mapping[str, Any]
@@ -204,26 +229,29 @@ class FileStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         parts = []
-        for pipe_id, last in sorted(end.items()):
-            first = str(start.get(pipe_id, ZERO))
+        for key, last in sorted(end.items()):
+            first = str(start.get(key, ZERO))
             if _id_key(str(last)) > _id_key(first):
-                parts.append(PipeRange(pipe_id, first, str(last)))
+                rows = key.startswith(ROWS)
+                parts.append(PipeRange(key[len(ROWS) :] if rows else key, first, str(last), rows))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         part = cast(PipeRange, partition)
         client = self._client()
-        entries = cast(
-            list[tuple[bytes, dict[bytes, bytes]]],
-            client.xrange(self.keys.queue(part.pipe_id), min=f"({part.start}", max=part.end),
-        )
+        stream = self.keys.rows(part.pipe_id) if part.rows else self.keys.queue(part.pipe_id)
+        entries = cast(Entries, client.xrange(stream, min=f"({part.start}", max=part.end))
         for sid, fields in entries:
-            yield LoadTask.queued(part.pipe_id, QueueEntry.from_stream(sid, fields)).source_row()
+            if part.rows:
+                yield LoadTask.appended(part.pipe_id, RowAppend.from_stream(sid, fields)).source_row()
+            else:
+                yield LoadTask.queued(part.pipe_id, QueueEntry.from_stream(sid, fields)).source_row()
 
     def commit(self, end: dict[str, Any]) -> None:
         client = self._client()
-        for pipe_id, last in end.items():
-            client.xtrim(self.keys.queue(pipe_id), minid=_next_id(str(last)), approximate=False)
+        for key, last in end.items():
+            stream = self.keys.rows(key[len(ROWS) :]) if key.startswith(ROWS) else self.keys.queue(key)
+            client.xtrim(stream, minid=_next_id(str(last)), approximate=False)
 
 
 class FloeFileSource(DataSource):

@@ -58,6 +58,24 @@ def is_rest(path: str) -> bool:
     return path.startswith("/v1/")
 
 
+def is_streaming(path: str) -> bool:
+    """Whether ``path`` is a Snowpipe Streaming route (which answers ``{code, message}``)."""
+    return path.startswith(("/v2/streaming", "/oauth/"))
+
+
+# The streaming routes' codes by status, for errors that carry a numeric Snowflake code instead.
+_STREAMING_CODES = {
+    400: "ERR_BAD_REQUEST",
+    401: "ERR_UNAUTHORIZED",
+    403: "ERR_INSUFFICIENT_PRIVILEGES",
+    404: "ERR_PIPE_DOES_NOT_EXIST_OR_NOT_AUTHORIZED",
+    408: "ERR_REQUEST_TIMEOUT",
+    413: "ERR_PAYLOAD_TOO_LARGE",
+    429: "ERR_CHANNEL_RATE_LIMITED",
+    503: "ERR_SERVICE_UNAVAILABLE",
+}
+
+
 @dataclass(frozen=True)
 class ErrorAnswer:
     """An error as a route answers it: status, Snowflake code, SQL state and message."""
@@ -73,6 +91,12 @@ class ErrorAnswer:
         """The JSON body, in the format of the route at ``path``."""
         if is_rest(self.path):
             return {"code": self.code, "success": False, "message": self.message, "data": None}
+        if is_streaming(self.path):
+            numeric = self.code.isdigit()
+            return {
+                "code": _STREAMING_CODES.get(self.status, "ERR_INTERNAL_ERROR") if numeric else self.code,
+                "message": self.message,
+            }
         state = self.sql_state or _SQL_STATES.get(self.status, "42000")
         return {"success": False, "code": self.code, "sqlState": state, "message": self.message}
 
@@ -89,7 +113,7 @@ class ErrorAnswer:
 
 def answer_for(exc: BaseException, path: str) -> ErrorAnswer:
     """How the route at ``path`` answers ``exc``; a failure Floe did not raise on purpose is logged."""
-    rest = is_rest(path)
+    rest = is_rest(path) or is_streaming(path)
     if isinstance(exc, Throttled):
         return ErrorAnswer(path, 429, "390429", exc.message, retry_after_s=exc.retry_after_s)
     if isinstance(exc, RestError):

@@ -14,6 +14,7 @@ import contextlib
 import ipaddress
 import json
 import logging
+import secrets
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -35,16 +36,25 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from floe.catalog import ADMIN_ROLE, Catalog, User, now_ms
 from floe.catalog.ddl import Defaults
 from floe.errors import AuthenticationFailed
-from floe.keypair import ensure_key_file, public_key_body
+from floe.keypair import create_private_file, ensure_key_file, public_key_body
 from floe.keys import Keys
 from floe.runtime import log_context
 from floe.settings import Settings
 from services.answers import ErrorAnswer, RestError, Throttled, answer_for, is_rest
-from services.auth import Authenticator, Identity, RateLimiter, RejectedToken
+from services.auth import (
+    SCOPED_TOKEN_TYPE,
+    Authenticator,
+    Identity,
+    RateLimiter,
+    RejectedToken,
+    ScopedTokens,
+)
 from services.dedup import Deduper
 from services.query import Result
 from services.snowpipe import SnowpipeService, caller_of, router
 from services.sql import SqlExecutor
+from services.streaming import StreamingService
+from services.streaming import router as streaming_router
 
 log = logging.getLogger("floe.api")
 
@@ -148,9 +158,11 @@ class Gate:
         failed_logins: RateLimiter,
         max_body: int,
         body_timeout_s: float,
+        scoped: ScopedTokens | None = None,
     ) -> None:
         self.app = app
         self.authenticator = authenticator
+        self.scoped = scoped
         self.failed_logins = failed_logins
         self.max_body = max_body
         self.body_timeout_s = body_timeout_s
@@ -198,6 +210,8 @@ class Gate:
 
     async def _admit(self, scope: Scope, authorization: str | None, token_type: str | None) -> Identity:
         """The caller's identity; Throttled while its address has failed too often."""
+        if self.scoped is not None and (token_type or "").strip().upper() == SCOPED_TOKEN_TYPE:
+            return self._admit_scoped(scope, authorization)
         identity = self.authenticator.admit_cached(authorization, token_type)
         if identity is not None:
             return identity
@@ -211,6 +225,20 @@ class Gate:
             raise Throttled(message, wait)
         try:
             return await run_in_threadpool(self.authenticator.admit, authorization, token_type)
+        except RejectedToken:
+            self.failed_logins.retry_after(address)
+            raise
+
+    def _admit_scoped(self, scope: Scope, authorization: str | None) -> Identity:
+        """A scoped token: an HMAC check without I/O, counted against the address when it fails
+        (the route's ``resolve`` confirms the user and key in its own catalog read)."""
+        assert self.scoped is not None
+        address = client_key(scope)
+        wait = self.failed_logins.peek(address)
+        if wait is not None:
+            raise Throttled(f"Too many failed authentications from {address}; retry in {wait:.1f} s.", wait)
+        try:
+            return self.scoped.admit(authorization, scope["path"])
         except RejectedToken:
             self.failed_logins.retry_after(address)
             raise
@@ -308,6 +336,12 @@ def create_app(settings: Settings, client: redis.Redis[bytes] | None = None) -> 
         Defaults(settings.database, settings.schema_name),
     )
     app.include_router(router(snowpipe, authenticator, limiter))
+    secret = create_private_file(settings.auth.scoped_token_key_file, lambda: secrets.token_bytes(32))
+    scoped = ScopedTokens(secret, settings.account, settings.auth.scoped_token_lifetime_s)
+    streaming = StreamingService(settings, rclient, catalog, keys)
+    app.include_router(
+        streaming_router(streaming, authenticator, scoped, f"{settings.api.host}:{settings.api.port}")
+    )
     registry = CollectorRegistry()
     requests = Counter("floe_api_requests", "API requests", ["route", "status"], registry=registry)
     latency = Histogram("floe_api_latency_seconds", "API latency", ["route"], registry=registry)
@@ -321,6 +355,7 @@ def create_app(settings: Settings, client: redis.Redis[bytes] | None = None) -> 
         failed_logins=failed_logins,
         max_body=settings.api.max_body_bytes,
         body_timeout_s=settings.api.body_timeout_s,
+        scoped=scoped,
     )
     app.add_middleware(RequestContext, requests=requests, latency=latency)
 

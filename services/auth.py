@@ -29,6 +29,10 @@ from floe.settings import AuthSettings
 log = logging.getLogger("floe.api.auth")
 
 TOKEN_TYPE = "KEYPAIR_JWT"
+SCOPED_TOKEN_TYPE = "OAUTH"
+"""X-Snowflake-Authorization-Token-Type of a scoped token from POST /oauth/token."""
+STREAMING_PATHS = ("/v2/streaming/",)
+"""The only routes a scoped token opens."""
 NO_MATCHING_KEY = (
     "JWT token is invalid: no user of this account has a registered public key that matches the "
     "fingerprint in 'iss' and verifies the signature. Check the user in 'sub' and 'iss', and register "
@@ -166,9 +170,13 @@ class Authenticator:
         return self._verify(token, now)
 
     def admit(self, authorization: str | None, token_type: str | None = None) -> Identity:
-        """``authenticate``, as an Identity the request carries to its route."""
+        """``authenticate``, as an Identity the request carries to its route (with the fingerprint
+        of the key that signed it, which a scoped token exchanged for it is bound to)."""
         principal = self.authenticate(authorization, token_type)
-        return Identity(principal.user, "", principal)
+        _scheme, _, token = (authorization or "").strip().partition(" ")
+        with self._lock:
+            cached = self._verified.get(token.strip())
+        return Identity(principal.user, cached[1] if cached else "", principal)
 
     def admit_cached(self, authorization: str | None, token_type: str | None = None) -> Identity | None:
         """The Identity of a token this process verified before and that has not expired, without
@@ -266,6 +274,69 @@ class Authenticator:
                 self._verified = {t: v for t, v in self._verified.items() if v[2] + skew > now}
             self._verified[token] = (user.name, fp, exp)
         return Principal.of(user)
+
+
+class ScopedTokens:
+    """Short-lived tokens that POST /oauth/token exchanges for a key-pair JWT (Snowpipe Streaming's
+    scoped token), accepted only by the streaming routes.
+
+    A token is an HS256 JWT signed with a secret only the API holds. It names the user and the
+    fingerprint of the key that signed the exchanged JWT, so removing that key or the user ends it
+    at once (``Authenticator.resolve``), as it does for key-pair tokens.
+    """
+
+    AUDIENCE = "floe:streaming"
+
+    def __init__(self, secret: bytes, account: str, lifetime_s: int) -> None:
+        self._secret = secret
+        self.account = account.upper()
+        self.lifetime_s = lifetime_s
+
+    def issue(self, identity: Identity, scope: str, now: float) -> str:
+        """A scoped token for the admitted caller of the exchange."""
+        claims = {
+            "sub": f"{self.account}.{identity.user}",
+            "fp": identity.fingerprint,
+            "aud": self.AUDIENCE,
+            "scope": scope,
+            "iat": int(now),
+            "exp": int(now) + self.lifetime_s,
+        }
+        return jwt.encode(claims, self._secret, algorithm="HS256")
+
+    def admit(self, authorization: str | None, path: str) -> Identity:
+        """The Identity a scoped token names; AuthenticationFailed (401) saying why otherwise."""
+        if not path.startswith(STREAMING_PATHS):
+            raise AuthenticationFailed(
+                "A scoped token (X-Snowflake-Authorization-Token-Type: OAUTH) opens only the "
+                "/v2/streaming routes; sign this request with a key-pair JWT (KEYPAIR_JWT)."
+            )
+        scheme, _, token = (authorization or "").strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise AuthenticationFailed(
+                "Authorization header must be 'Bearer <scoped token>' from POST /oauth/token.", code="390101"
+            )
+        try:
+            claims = jwt.decode(
+                token.strip(),
+                self._secret,
+                algorithms=["HS256"],
+                audience=self.AUDIENCE,
+                options={"require": ["exp", "iat", "sub", "fp"]},
+                leeway=0,
+            )
+        except jwt.ExpiredSignatureError:
+            raise RejectedToken(
+                "The scoped token has expired; exchange a new one at POST /oauth/token."
+            ) from None
+        except jwt.PyJWTError:
+            raise RejectedToken(
+                "The scoped token is invalid: it was not issued by this server's POST /oauth/token."
+            ) from None
+        account, _, user = str(claims["sub"]).partition(".")
+        if account != self.account or not user:
+            raise RejectedToken("The scoped token is invalid: it is for another account.")
+        return Identity(user, str(claims["fp"]), None)
 
 
 class RateLimiter:

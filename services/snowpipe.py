@@ -179,6 +179,11 @@ class SnowpipeService:
 
     def insert_files(self, pipe: Pipe, files: list[FileRef], show_skipped: bool) -> dict[str, Any]:
         """Dedup and enqueue; what insertFiles answers (without requestId)."""
+        if pipe.source == "streaming":
+            raise _bad_request(
+                f"Pipe '{pipe.name}' is a streaming pipe: its rows come from channels (/v2/streaming), "
+                "not from staged files."
+            )
         matched: list[FileRef] = []
         unmatched: list[str] = []
         for f in files:

@@ -49,8 +49,10 @@ from floe.catalog.ddl import (
     DropObject,
     Query,
     Show,
+    ShowChannels,
     parse,
 )
+from floe.channels import ChannelStore, channel_state
 from floe.errors import CompilationError, PermissionDenied, SqlError
 from floe.keys import Keys
 from floe.settings import Settings
@@ -97,6 +99,21 @@ SHOW_COLUMNS: dict[str, list[str]] = {
     ],
 }
 """The columns of each SHOW, in Snowflake's order (of the ones Floe has)."""
+CHANNEL_COLUMNS = [
+    "created_on",
+    "name",
+    "database_name",
+    "schema_name",
+    "pipe_name",
+    "table_name",
+    "client_sequencer",
+    "row_sequencer",
+    "offset_token",
+    "rows_inserted",
+    "rows_error_count",
+    "last_error_message",
+]
+"""SHOW CHANNELS' columns."""
 
 
 def _parts(name: str) -> list[str]:
@@ -115,6 +132,7 @@ class SqlExecutor:
         self._queue_arn: str | None = None
         self.engine = QueryEngine(settings, client, self.catalog, self.queue_arn)
         self.grants = GrantStatements(self.catalog)
+        self.channels = ChannelStore(client, self.keys, settings.streaming.max_pending_bytes_per_channel)
         self.ensure_namespaces()
 
     def queue_arn(self) -> str:
@@ -155,6 +173,7 @@ class SqlExecutor:
             CreateTable: self._create_table,
             CreatePipe: self._create_pipe,
             Show: self._show,
+            ShowChannels: self._show_channels,
             Describe: self._describe,
             DescribeObject: self._describe_object,
             Drop: self._drop,
@@ -420,6 +439,8 @@ class SqlExecutor:
         if done is not None:
             return done
         owner = old.owner if old is not None else principal.owner_role
+        if old is not None:
+            self._drop_default_pipe(name)
         self.catalog.put(Table(name=name, columns=s.columns, owner=owner, created_ms=now_ms()))
         if old is None:
             self.grants.apply_future("TABLE", name)
@@ -430,17 +451,23 @@ class SqlExecutor:
         self._replacing(principal, "PIPE", name, s)
         self._creating(principal, "PIPE", f"{s.name.database}.{s.name.schema}")
         # The pipe loads with its owner's rights: it must be able to read the stage and write the table.
-        self._authorize(
-            principal, Need("TABLE", str(s.table), ("INSERT",)), Need("STAGE", str(s.stage), ("USAGE",))
-        )
+        needs = [Need("TABLE", str(s.table), ("INSERT",))]
+        if s.stage is not None:
+            needs.append(Need("STAGE", str(s.stage), ("USAGE",)))
+        self._authorize(principal, *needs)
         old_obj, done = self._existing(principal, "PIPE", name, s)
         if done is not None:
             return done
         old = old_obj if isinstance(old_obj, Pipe) else None
-        stage = self.catalog.get(Stage, str(s.stage))
+        stage = self.catalog.get(Stage, str(s.stage)) if s.stage is not None else None
         table = self.catalog.get(Table, str(s.table))
-        # A stage whose integration narrowed or went away since it was created reads nothing more.
-        self.check_location(principal.acting_as(ADMIN_ROLE), stage.url, stage.storage_integration)
+        if stage is not None:
+            # A stage whose integration narrowed or went away since it was created reads nothing more.
+            self.check_location(principal.acting_as(ADMIN_ROLE), stage.url, stage.storage_integration)
+        if s.auto_ingest and stage is None:
+            raise CompilationError(
+                "AUTO_INGEST = TRUE needs a stage; a streaming pipe's rows come from channels"
+            )
         targets = s.columns if s.columns is not None else [c.name for c in table.columns]
         for col in targets:
             if col not in {c.name for c in table.columns}:
@@ -451,12 +478,12 @@ class SqlExecutor:
                 f"but got {len(s.select)}",
                 code="002020",
             )
-        fmt = FileFormat().merged(stage.file_format).merged(s.file_format)
+        fmt = FileFormat().merged(stage.file_format if stage is not None else {}).merged(s.file_format)
         spec = CopySpec(
             table=str(s.table),
             columns=s.columns,
             select=s.select,
-            stage=str(s.stage),
+            stage=str(s.stage) if s.stage is not None else "",
             path=s.path,
             file_format=fmt,
             on_error=s.on_error,
@@ -469,8 +496,9 @@ class SqlExecutor:
             auto_ingest=s.auto_ingest,
             copy_spec=spec,
             table_id=table.id,
-            stage_url=stage.url,
-            storage_integration=stage.storage_integration,
+            stage_url=stage.url if stage is not None else "",
+            storage_integration=stage.storage_integration if stage is not None else None,
+            source="stage" if stage is not None else "streaming",
             # A replaced pipe keeps its owner as it keeps its grants (docs/decisions.md).
             owner=old.owner if old is not None else principal.owner_role,
             created_ms=now_ms(),
@@ -533,6 +561,13 @@ class SqlExecutor:
         if batch:
             self.redis.delete(*batch)
 
+    def _drop_default_pipe(self, table: str) -> None:
+        """A table's default streaming pipe goes with the table incarnation it loads (and its
+        channels and offset tokens with it, as Snowflake forgets them when a table is recreated)."""
+        default = self.catalog.find(Pipe, f"{table}-STREAMING")
+        if default is not None and default.default_streaming:
+            self._remove_pipe(default)
+
     def _remove_pipe(self, pipe: Pipe) -> None:
         """Delete a pipe with its queue, history and grants, and stop notifying it."""
         self.catalog.delete(Pipe, pipe.name)
@@ -562,6 +597,54 @@ class SqlExecutor:
         rows.sort(key=lambda r: str(r["name"]))
         columns = SHOW_COLUMNS[s.kind]
         return Result(columns, [[r[c] for c in columns] for r in rows])
+
+    def _show_channels(self, s: ShowChannels, principal: Principal) -> Result:
+        """Channels of the streaming pipes the roles may see (a default pipe: its table)."""
+        if s.in_kind is not None and s.in_kind != "ACCOUNT" and s.in_name:
+            self._authorize(principal, Need(s.in_kind, s.in_name, everything(s.in_kind)))
+        roles = active_roles(self.catalog, principal)
+        now = now_ms()
+        rows: list[dict[str, Any]] = []
+        for pipe in self.catalog.all(Pipe).values():
+            seen_as = ("TABLE", pipe.copy_spec.table) if pipe.default_streaming else ("PIPE", pipe.name)
+            if pipe.source != "streaming" or not visible(self.catalog, roles, *seen_as):
+                continue
+            if s.in_kind in ("TABLE", "PIPE") and s.in_name != (
+                pipe.copy_spec.table if s.in_kind == "TABLE" else pipe.name
+            ):
+                continue
+            if s.in_kind in ("DATABASE", "SCHEMA") and s.in_name and not _inside(pipe.name, s.in_name):
+                continue
+            rows += self._channel_rows(pipe, now)
+        rows = like(rows, s.like)
+        rows.sort(key=lambda r: (str(r["pipe_name"]), str(r["name"])))
+        return Result(CHANNEL_COLUMNS, [[r[c] for c in CHANNEL_COLUMNS] for r in rows])
+
+    def _channel_rows(self, pipe: Pipe, now: int) -> list[dict[str, Any]]:
+        db, schema, name = _parts(pipe.name)
+        names = self.channels.names(pipe.id, now)
+        out = []
+        for channel in names:
+            state = channel_state(self.redis, self.keys, pipe.id, channel)
+            if not state:
+                continue  # dropped between the listing and now
+            out.append(
+                {
+                    "created_on": created(int(state.get("created_ms") or 0)),
+                    "name": channel,
+                    "database_name": db,
+                    "schema_name": schema,
+                    "pipe_name": name,
+                    "table_name": _parts(pipe.copy_spec.table)[-1],
+                    "client_sequencer": int(state.get("cseq") or 0),
+                    "row_sequencer": int(state.get("rseq") or 0),
+                    "offset_token": state.get("token"),
+                    "rows_inserted": int(state.get("rows_inserted") or 0),
+                    "rows_error_count": int(state.get("rows_error_count") or 0),
+                    "last_error_message": state.get("last_error_message"),
+                }
+            )
+        return out
 
     def _row(self, kind: str, obj: CatalogObject) -> dict[str, Any]:
         parts = _parts(obj.name)
@@ -669,6 +752,8 @@ class SqlExecutor:
         if isinstance(removed, Pipe):
             self._remove_pipe(removed)
         else:
+            if isinstance(removed, Table):
+                self._drop_default_pipe(name)
             self.catalog.delete(model, name)
             self.grants.revoke_all(s.kind, name)
         return status(f"{s.name.name} successfully dropped.")

@@ -77,6 +77,14 @@ class AppClient:
         """POST to the URL; ``options`` as ``request`` takes them."""
         return self.request("POST", url, **options)
 
+    def put(self, url: httpx.URL | str, **options: Any) -> httpx.Response:
+        """PUT to the URL; ``options`` as ``request`` takes them."""
+        return self.request("PUT", url, **options)
+
+    def delete(self, url: httpx.URL | str, **options: Any) -> httpx.Response:
+        """DELETE the URL; ``options`` as ``request`` takes them."""
+        return self.request("DELETE", url, **options)
+
     def close(self) -> None:
         """Close the HTTP client and stop the portal thread; closing twice does nothing."""
         self._stack.close()

@@ -79,7 +79,8 @@ class CreatePipe:
     table: Name
     columns: list[str] | None
     select: list[str] | None
-    stage: Name
+    stage: Name | None
+    """None for Snowpipe Streaming (FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING')))."""
     path: str
     file_format: dict[str, object]
     on_error: OnError
@@ -163,6 +164,16 @@ class Show:
 
 
 @dataclass
+class ShowChannels:
+    """SHOW CHANNELS [LIKE '...'] [IN ACCOUNT | DATABASE [d] | SCHEMA [s] | TABLE t | PIPE p]:
+    Snowpipe Streaming channels, with their sequencers and offset tokens."""
+
+    like: str | None = None
+    in_kind: str | None = None
+    in_name: str | None = None
+
+
+@dataclass
 class Describe:
     """DESC[RIBE] STAGE | TABLE | PIPE name."""
 
@@ -225,6 +236,7 @@ Statement = (
     | CreateTable
     | CreatePipe
     | Show
+    | ShowChannels
     | Describe
     | DescribeObject
     | Drop
@@ -408,8 +420,10 @@ def parse_copy(sql: str, defaults: Defaults) -> dict[str, object]:
         raise CompilationError("a pipe must be defined AS COPY INTO <table> FROM ...")
     table, columns = _copy_target(node, defaults)
     select, source = _copy_source(node)
-    stage, path = _parse_stage_ref(source.this.name, defaults)
+    stage, path = _parse_stage_ref(source.this.name, defaults) if source is not None else (None, "")
     options = _copy_options(node)
+    if source is None:
+        _streaming_options(options)
     if select is not None and columns is not None and len(columns) != len(select):
         raise CompilationError(
             f"Insert value list does not match column list expecting {len(columns)} but got {len(select)}"
@@ -438,8 +452,10 @@ def _copy_target(node: exp.Copy, defaults: Defaults) -> tuple[Name, list[str] | 
     return qualify_table(target, defaults), columns
 
 
-def _copy_source(node: exp.Copy) -> tuple[list[str] | None, exp.Table]:
-    """The stage table COPY reads FROM, and the transform's SELECT list when it reads through one."""
+def _copy_source(node: exp.Copy) -> tuple[list[str] | None, exp.Table | None]:
+    """The stage table COPY reads FROM (None for Snowpipe Streaming's
+    ``TABLE(DATA_SOURCE(TYPE => 'STREAMING'))``), and the transform's SELECT list when it reads
+    through one."""
     files = node.args.get("files") or []
     if len(files) != 1:
         raise CompilationError("COPY INTO must read FROM exactly one stage")
@@ -447,9 +463,53 @@ def _copy_source(node: exp.Copy) -> tuple[list[str] | None, exp.Table]:
     select: list[str] | None = None
     if isinstance(source, exp.Subquery):
         select, source = _copy_transform(source)
+    if isinstance(source, exp.Table) and isinstance(source.this, exp.TableFromRows):
+        source = source.this
+    if isinstance(source, exp.TableFromRows):
+        _data_source(source)
+        return select, None
     if not isinstance(source, exp.Table) or not str(source.this.name if source.this else "").startswith("@"):
-        raise CompilationError("COPY INTO must read FROM @stage or FROM (SELECT ... FROM @stage)")
+        raise CompilationError(
+            "COPY INTO must read FROM @stage, FROM (SELECT ... FROM @stage), or for Snowpipe Streaming "
+            "FROM (SELECT ... FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING')))"
+        )
     return select, source
+
+
+def _data_source(source: exp.TableFromRows) -> None:
+    """TABLE(DATA_SOURCE(TYPE => 'STREAMING')), the only table function a COPY may read."""
+    call = source.this
+    args = call.expressions if isinstance(call, exp.Anonymous) else []
+    kinds = [
+        str(a.expression.this).upper()
+        for a in args
+        if isinstance(a, exp.Kwarg)
+        and a.this.name.upper() == "TYPE"
+        and isinstance(a.expression, exp.Literal)
+    ]
+    if (
+        not isinstance(call, exp.Anonymous)
+        or call.name.upper() != "DATA_SOURCE"
+        or kinds != ["STREAMING"]
+        or len(args) != 1
+    ):
+        raise CompilationError(
+            "a pipe reads FROM @stage, or FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING')) for Snowpipe Streaming"
+        )
+
+
+def _streaming_options(options: _CopyOptions) -> None:
+    """A streaming pipe reads NDJSON rows and follows ON_ERROR = CONTINUE, as Snowflake's does."""
+    if options.file_format or options.pattern is not None:
+        raise CompilationError(
+            "FILE_FORMAT and PATTERN do not apply to a streaming pipe: channels send JSON rows"
+        )
+    if options.on_error != "SKIP_FILE" and options.on_error != "CONTINUE":
+        raise CompilationError(
+            "a streaming pipe follows ON_ERROR = CONTINUE (Snowpipe Streaming's only mode)"
+        )
+    options.on_error = "CONTINUE"
+    options.file_format = {"type": "JSON"}
 
 
 def _copy_transform(subquery: exp.Subquery) -> tuple[list[str], exp.Expr | None]:
@@ -627,13 +687,32 @@ def _stage_integration(value: exp.Expr | None, text: str) -> str:
     return check_identifier(value.name if quoted else value.name.upper())
 
 
-def _show(sc: Scanner, defaults: Defaults) -> Show:
+_CHANNEL_SCOPES = ("ACCOUNT", "DATABASE", "SCHEMA", "TABLE", "PIPE")
+
+
+def _show_channels(sc: Scanner, defaults: Defaults) -> ShowChannels:
+    """SHOW CHANNELS [LIKE '...'] [IN ...], after SHOW CHANNELS."""
+    sc.what = "SHOW CHANNELS"
+    show = ShowChannels(sc.like())
+    if sc.take(r"IN\b"):
+        show.in_kind = sc.word("|".join(rf"{s}\b" for s in _CHANNEL_SCOPES), _one_of(_CHANNEL_SCOPES))
+        if show.in_kind in ("TABLE", "PIPE"):
+            show.in_name = str(sc.qualified(show.in_kind.lower(), defaults))
+        else:
+            show.in_name = _show_scope(sc, show.in_kind, defaults)
+    sc.end()
+    return show
+
+
+def _show(sc: Scanner, defaults: Defaults) -> Show | ShowChannels:
     """SHOW <kind>S [LIKE '...'] [IN ...], after SHOW."""
     sc.what = "SHOW"
     plural = sc.word(
-        r"DATABASES\b|SCHEMAS\b|(?:STORAGE\s+)?INTEGRATIONS\b|STAGES\b|TABLES\b|PIPES\b",
-        "DATABASES, SCHEMAS, INTEGRATIONS, STAGES, TABLES, PIPES, USERS, ROLES or GRANTS",
+        r"DATABASES\b|SCHEMAS\b|(?:STORAGE\s+)?INTEGRATIONS\b|STAGES\b|TABLES\b|PIPES\b|CHANNELS\b",
+        "DATABASES, SCHEMAS, INTEGRATIONS, STAGES, TABLES, PIPES, CHANNELS, USERS, ROLES or GRANTS",
     )
+    if plural == "CHANNELS":
+        return _show_channels(sc, defaults)
     kind = _KINDS[plural.split()[-1]]
     sc.what = f"SHOW {plural}"
     show = Show(kind, sc.like())

@@ -301,6 +301,11 @@ class Pipe(CatalogObject):
     storage_integration: str | None = None
     """The stage's STORAGE_INTEGRATION at creation time: every load re-checks ``stage_url``
     against it, so narrowing or dropping the integration stops the pipe too."""
+    source: Literal["stage", "streaming"] = "stage"
+    """Where rows come from: files on a stage, or Snowpipe Streaming channels
+    (``FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING'))``; no stage, ``stage_url`` is '')."""
+    default_streaming: bool = False
+    """The table's default pipe ``<TABLE>-STREAMING`` (made on first use; matches columns by name)."""
     paused: bool = False
     """PIPE_EXECUTION_PAUSED."""
 
@@ -308,13 +313,13 @@ class Pipe(CatalogObject):
     # changed in place (ALTER writes a new object), so the cache cannot go stale.
     @cached_property
     def bucket(self) -> str:
-        """Bucket the pipe reads."""
-        return split_s3_url(self.stage_url)[0]
+        """Bucket the pipe reads ('' for a streaming pipe)."""
+        return split_s3_url(self.stage_url)[0] if self.stage_url else ""
 
     @cached_property
     def stage_prefix(self) -> str:
-        """Key prefix of the stage definition."""
-        return split_s3_url(self.stage_url)[1]
+        """Key prefix of the stage definition ('' for a streaming pipe)."""
+        return split_s3_url(self.stage_url)[1] if self.stage_url else ""
 
     @cached_property
     def prefix(self) -> str:

@@ -107,6 +107,24 @@ class Catalog:
         pipe.incr(self._keys.catalog_version())
         pipe.execute()
 
+    def put_new(self, obj: M) -> M:
+        """Create ``obj`` unless an object of its name exists; the one that is there afterwards (so
+        two processes creating the same object at once agree on one)."""
+        kind = KINDS[type(obj)]
+        with self._r.pipeline(transaction=True) as pipe:
+            pipe.hsetnx(self._keys.objects(kind), obj.name, obj.model_dump_json())
+            if isinstance(obj, Pipe):
+                pipe.sadd(self._keys.table_segments(obj.table_id), obj.id)
+            pipe.incr(self._keys.catalog_version())
+            created = pipe.execute()[0]
+        if created:
+            return obj
+        if isinstance(obj, Pipe):  # the loser's id joined the segments; it never commits a blob
+            self._r.srem(self._keys.table_segments(obj.table_id), obj.id)
+        found = self.find(type(obj), obj.name)
+        assert found is not None, "an object that HSETNX found cannot be missing"
+        return found
+
     def delete(self, model: type[M], name: str) -> M | None:
         """Remove an object; returns what was removed."""
         obj = self.find(model, name)

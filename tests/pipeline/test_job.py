@@ -8,8 +8,9 @@ import redis
 
 from floe.catalog import Catalog, CopySpec, Pipe, Stage, StorageIntegration
 from floe.keys import Keys
+from floe.records import LoadOutcome, LoadTask, PipeResults, RowAppend
 from floe.settings import Settings
-from pipeline.job import refusal
+from pipeline.job import channel_settles, refusal
 
 pytestmark = pytest.mark.integration
 
@@ -82,3 +83,48 @@ def test_an_older_pipe_is_bound_by_its_stages_integration(driver: Driver) -> Non
 def test_without_an_integration_only_the_setting_lets_a_pipe_load(driver: Driver) -> None:
     driver.settings = driver.settings.model_copy(update={"stages_without_integration": True})
     assert driver.refusal(pipe("s3://anywhere/", None)) is None
+
+
+def appended(channel: str, rseq: int, *, cseq: int = 1, end: str | None = None, size: int = 10) -> LoadTask:
+    a = RowAppend(
+        channel, "inc", cseq, rseq, 2, size, None, end, 1_000, f"data:{channel}:{cseq}:{rseq}", f"1-{rseq}"
+    )
+    return LoadTask.appended("pipe", a)
+
+
+def loaded(task: LoadTask, rows: int, errors: int = 0, error: str | None = None) -> LoadOutcome:
+    status = "LOADED" if not errors else "PARTIALLY_LOADED"
+    return LoadOutcome(
+        task.path, status, rows + errors, rows, errors, first_error=error, stream_id=task.stream_id
+    )
+
+
+@pytest.mark.unit
+def test_channel_settles_add_up_each_channels_appends() -> None:
+    a1, a2, b1 = appended("a", 1, end="10"), appended("a", 2), appended("b", 3, end="x", size=5)
+    res = PipeResults(
+        outcomes=[loaded(a1, 2), loaded(a2, 1, errors=1, error="bad"), loaded(b1, 2)],
+        blobs=[{"name": "blob-a", "files": [a1.path, a2.path]}, {"name": "blob-b", "files": [b1.path]}],
+    )
+    settles = {s.channel: s for s in channel_settles(res, [b1, a2, a1], now=1_500)}
+    a, b = settles["a"], settles["b"]
+    assert (a.appends, a.bytes, a.rows_inserted, a.rows_parsed, a.errors) == (2, 20, 3, 4, 1)
+    # The token is the last one carried (a2 carried none); the error's bound is its append's token.
+    assert a.token == "10" and a.last_error == "bad" and a.last_error_bound is None
+    assert [x["name"] for x in a.blobs] == ["blob-a"] and a.stream_ids == ["1-1", "1-2"]
+    assert (b.token, b.bytes, [x["name"] for x in b.blobs]) == ("x", 5, ["blob-b"])
+    assert a.latency_ms == 500
+
+
+@pytest.mark.unit
+def test_a_reopen_inside_the_batch_keeps_the_writers_apart() -> None:
+    old, new = appended("a", 1, cseq=1, end="1"), appended("a", 2, cseq=2, end="2")
+    res = PipeResults(
+        outcomes=[loaded(old, 1), loaded(new, 1)],
+        blobs=[{"name": "old", "files": [old.path]}, {"name": "new", "files": [new.path]}],
+    )
+    settles = sorted(channel_settles(res, [old, new], now=2_000), key=lambda s: s.client_sequencer)
+    assert [(s.client_sequencer, s.token, [b["name"] for b in s.blobs]) for s in settles] == [
+        (1, "1", ["old"]),
+        (2, "2", ["new"]),
+    ]

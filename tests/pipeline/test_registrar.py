@@ -8,10 +8,12 @@ import pytest
 import redis
 
 from floe.catalog import CopySpec, Pipe
+from floe.channels import ChannelStore, PipeRef, channel_state
 from floe.history import read_state
 from floe.keys import Keys
+from floe.records import RowAppend
 from floe.settings import Settings
-from pipeline.registrar import Outcome, PipeCommit, Registrar
+from pipeline.registrar import ChannelRegistrar, ChannelSettle, Outcome, PipeCommit, Registrar
 from pipeline.source import FileStreamReader, PipeRange
 from services.dedup import Deduper, FileRef, retire_pipe
 
@@ -99,3 +101,88 @@ def test_source_offsets_ranges_and_trim(isolated_settings: Settings, redis_clien
     redis_client.incr(keys.catalog_version())
     Deduper(redis_client, keys, 3600).enqueue(pipe, [FileRef("c")], source="rest")
     assert reader.latestOffset(end2, reader.getDefaultReadLimit()) == end2  # paused pipes are not planned
+
+
+def channel_world(
+    settings: Settings, client: redis.Redis
+) -> tuple[Keys, ChannelStore, PipeRef, list[RowAppend]]:
+    """A streaming pipe's channel 'c' with two appends waiting in the rows stream."""
+    keys = Keys(settings.redis.prefix)
+    store = ChannelStore(client, keys, 1 << 20)
+    ref = PipeRef("streaming-pipe", "D", "S", "P")
+    token = store.open(ref, "c", 1_000, None, False).token
+    token = store.append(ref, "c", token, "r1", b'{"a": 1}\n', 1, "1", "1", 1_000)
+    store.append(ref, "c", token, "r2", b'{"a": 2}\n', 1, "2", "2", 1_000)
+    appends = [RowAppend.from_stream(sid, f) for sid, f in client.xrange(keys.rows(ref.pipe_id))]
+    return keys, store, ref, appends
+
+
+def settle_of(appends: list[RowAppend], blob: str) -> ChannelSettle:
+    first = appends[0]
+    return ChannelSettle(
+        "c",
+        first.incarnation,
+        first.client_sequencer,
+        appends=len(appends),
+        bytes=sum(a.size for a in appends),
+        rows_inserted=2,
+        rows_parsed=3,
+        errors=1,
+        token=appends[-1].end_offset_token,
+        last_error="Numeric value 'x' is not recognized",
+        last_error_bound="2",
+        latency_ms=40,
+        blobs=[{"name": blob, "rows": 2}],
+        stream_ids=[str(a.stream_id) for a in appends],
+        data_keys=[a.data_key for a in appends],
+    )
+
+
+def test_a_channel_commit_is_atomic_and_replay_changes_nothing(
+    isolated_settings: Settings, redis_client: redis.Redis
+) -> None:
+    keys, store, ref, appends = channel_world(isolated_settings, redis_client)
+    reg = ChannelRegistrar(redis_client, keys, 3600)
+    assert redis_client.exists(*[a.data_key for a in appends]) == 2
+    settled = reg.settle(ref.pipe_id, [settle_of(appends, "blob-c")], "q", 3, 5_000)
+    assert settled.outcome is Outcome.COMMITTED and settled.fenced_blobs == []
+    status = store.statuses(ref, ["c"])["c"]
+    assert status.last_committed_offset_token == "2"
+    assert (status.rows_inserted, status.rows_parsed, status.rows_error_count) == (2, 3, 1)
+    assert status.last_error_offset_upper_bound == "2" and status.last_error_timestamp_ms == 5_000
+    assert status.snowflake_avg_processing_latency_ms == 40
+    assert redis_client.hexists(keys.blobs(ref.pipe_id), "blob-c")
+    assert redis_client.xlen(keys.rows(ref.pipe_id)) == 0
+    assert redis_client.exists(*[a.data_key for a in appends]) == 0
+    assert channel_state(redis_client, keys, ref.pipe_id, "c")["pending"] == "0"
+    again = reg.settle(ref.pipe_id, [settle_of(appends, "blob-c")], "q", 3, 6_000)
+    assert again.outcome is Outcome.REPLAYED
+    assert store.statuses(ref, ["c"])["c"].rows_inserted == 2
+
+
+def test_a_reopened_channels_appends_are_fenced_at_commit(
+    isolated_settings: Settings, redis_client: redis.Redis
+) -> None:
+    keys, store, ref, appends = channel_world(isolated_settings, redis_client)
+    store.open(ref, "c", 2_000, None, False)  # a new writer: the two appends are the old one's
+    settled = ChannelRegistrar(redis_client, keys, 3600).settle(
+        ref.pipe_id, [settle_of(appends, "b")], "q", 1, 3_000
+    )
+    assert settled.outcome is Outcome.COMMITTED and settled.fenced_blobs == ["b"]
+    assert not redis_client.hexists(keys.blobs(ref.pipe_id), "b")
+    status = store.statuses(ref, ["c"])["c"]
+    assert status.last_committed_offset_token is None and status.rows_inserted == 0
+    # Their entries and rows are gone all the same: nothing will ever load them.
+    assert redis_client.xlen(keys.rows(ref.pipe_id)) == 0
+    assert redis_client.exists(*[a.data_key for a in appends]) == 0
+
+
+def test_a_dropped_channels_appends_are_fenced_and_a_retired_pipe_commits_nothing(
+    isolated_settings: Settings, redis_client: redis.Redis
+) -> None:
+    keys, store, ref, appends = channel_world(isolated_settings, redis_client)
+    store.drop(ref, "c", fail_on_uncommitted=False)
+    reg = ChannelRegistrar(redis_client, keys, 3600)
+    assert reg.settle(ref.pipe_id, [settle_of(appends, "b")], "q", 1, 3_000).fenced_blobs == ["b"]
+    retire_pipe(redis_client, keys, ref.pipe_id)
+    assert reg.settle(ref.pipe_id, [settle_of(appends, "b2")], "q", 2, 3_000).outcome is Outcome.RETIRED

@@ -161,6 +161,9 @@ class Row:
     """CREATE rows: the object made, which the caller's role must own afterwards."""
 
 
+STREAMING_PIPE = (
+    "CREATE PIPE sales.raw.stream AS COPY INTO sales.raw.orders FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING'))"
+)
 PIPE_DEF = "AUTO_INGEST = FALSE AS COPY INTO sales.raw.orders FROM @sales.raw.landing"
 HISTORY = (
     "SELECT * FROM TABLE(INFORMATION_SCHEMA.COPY_HISTORY(TABLE_NAME => 'sales.raw.orders', "
@@ -382,6 +385,23 @@ DESCRIBES = [
         "DESC PIPE sales.raw.loader",
         grants=(*INSIDE, on("MONITOR", "PIPE", "sales.raw.loader")),
         fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "SHOW CHANNELS IN PIPE",
+        "SHOW CHANNELS IN PIPE sales.raw.stream",
+        setup=(STREAMING_PIPE,),
+        given=INSIDE,
+        grants=(on("MONITOR", "PIPE", "sales.raw.stream"),),
+        fails=unseen("Pipe 'SALES.RAW.STREAM'"),
+    ),
+    Row("SHOW CHANNELS (anyone: it lists what the roles see)", "SHOW CHANNELS", setup=(STREAMING_PIPE,)),
+    Row(
+        "CREATE PIPE, streaming",
+        "CREATE PIPE sales.raw.rows AS COPY INTO sales.raw.orders "
+        "FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING'))",
+        grants=(*INSIDE, on("CREATE PIPE", "SCHEMA", "sales.raw"), on("INSERT", "TABLE", "sales.raw.orders")),
+        fails=unseen("Database 'SALES'"),
+        owned=(Pipe, "SALES.RAW.ROWS"),
     ),
     Row(
         "DESC PIPE, schema usable",

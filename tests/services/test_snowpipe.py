@@ -261,6 +261,10 @@ def test_authentication_failures_answer_401_and_say_why(api: Api) -> None:
         (bearer(token("LOADER_U", key, alg="HS256")), "algorithm 'HS256'"),
         (
             {**bearer(token("LOADER_U", key)), "X-Snowflake-Authorization-Token-Type": "OAUTH"},
+            "opens only the /v2/streaming routes",
+        ),
+        (
+            {**bearer(token("LOADER_U", key)), "X-Snowflake-Authorization-Token-Type": "SNOWFLAKE"},
             "only KEYPAIR_JWT",
         ),
     ]

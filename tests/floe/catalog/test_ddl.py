@@ -13,6 +13,7 @@ from floe.catalog.ddl import (
     Drop,
     Query,
     Show,
+    ShowChannels,
     parse,
 )
 from floe.errors import CompilationError
@@ -92,3 +93,58 @@ def test_show_desc_drop_alter_query() -> None:
     a = parse("ALTER PIPE p SET PIPE_EXECUTION_PAUSED = TRUE")
     assert isinstance(a, AlterPipe) and a.paused
     assert isinstance(parse("SELECT COUNT(*) FROM t WHERE a > 1"), Query)
+
+
+def test_a_streaming_pipe_reads_data_source_streaming() -> None:
+    s = parse(
+        "CREATE PIPE p AS COPY INTO t FROM (SELECT $1:id, $1:kind, $1:amount::NUMBER(10,2) "
+        "FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING')))"
+    )
+    assert isinstance(s, CreatePipe)
+    assert s.stage is None and s.path == "" and s.pattern is None
+    assert s.select == [
+        "GET_PATH($1, 'id')",
+        "GET_PATH($1, 'kind')",
+        "CAST(GET_PATH($1, 'amount') AS DECIMAL(10, 2))",
+    ]
+    assert s.file_format == {"type": "JSON"} and s.on_error == "CONTINUE"
+    plain = parse("create pipe p as copy into t from table(data_source(type => 'streaming'))")
+    assert isinstance(plain, CreatePipe) and plain.stage is None and plain.select is None
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        (
+            "CREATE PIPE p AS COPY INTO t FROM (SELECT $1 FROM TABLE(DATA_SOURCE(TYPE => 'KAFKA')))",
+            "TABLE(DATA_SOURCE(TYPE => 'STREAMING'))",
+        ),
+        ("CREATE PIPE p AS COPY INTO t FROM (SELECT $1 FROM TABLE(FLATTEN(x)))", "DATA_SOURCE"),
+        (
+            "CREATE PIPE p AS COPY INTO t FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING')) "
+            "FILE_FORMAT = (TYPE = CSV)",
+            "FILE_FORMAT and PATTERN do not apply to a streaming pipe",
+        ),
+        (
+            "CREATE PIPE p AS COPY INTO t FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING')) "
+            "ON_ERROR = SKIP_FILE_3",
+            "ON_ERROR = CONTINUE",
+        ),
+    ],
+)
+def test_streaming_pipe_errors(sql: str, message: str) -> None:
+    with pytest.raises(CompilationError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse(sql)
+
+
+def test_show_channels() -> None:
+    assert parse("SHOW CHANNELS") == ShowChannels()
+    assert parse("show channels like 'p%' in table t") == ShowChannels("p%", "TABLE", "FLOE.PUBLIC.T")
+    assert parse('SHOW CHANNELS IN PIPE "T-STREAMING"') == ShowChannels(
+        None, "PIPE", "FLOE.PUBLIC.T-STREAMING"
+    )
+    assert parse("SHOW CHANNELS IN SCHEMA") == ShowChannels(None, "SCHEMA", "FLOE.PUBLIC")
+    with pytest.raises(
+        CompilationError, match="SHOW CHANNELS expects ACCOUNT, DATABASE, SCHEMA, TABLE or PIPE"
+    ):
+        parse("SHOW CHANNELS IN STAGE s")

@@ -233,7 +233,7 @@ def test_show_every_kind_with_like_and_in(sql: str, show: Show) -> None:
     [
         (
             "SHOW VIEWS",
-            "SHOW expects DATABASES, SCHEMAS, INTEGRATIONS, STAGES, TABLES, PIPES, USERS, ROLES or GR",
+            "SHOW expects DATABASES, SCHEMAS, INTEGRATIONS, STAGES, TABLES, PIPES, CHANNELS, USERS, ROLES",
         ),
         (
             "SHOW TABLES x",

@@ -1,0 +1,366 @@
+"""The Snowpipe Streaming v2 REST API: scoped tokens, open, append, drop and bulk channel status.
+
+An append answers 200 only after its rows are stored and queued in one Redis step (``floe.channels``:
+durable, since Redis persists with ``appendfsync always``); the Spark job loads them through the
+pipe's transform like a file, and the registrar commits them with the channel's offset token. A
+retry of an append with the same ``requestId`` and continuation token gets the first answer again,
+so a client that lost the answer does not append twice.
+
+Every route checks its privileges through ``services.access.authorize``: OPERATE or OWNERSHIP on
+the pipe to open, append and drop; MONITOR, OPERATE or OWNERSHIP to read status. A table's default
+pipe (``<TABLE>-STREAMING``) asks INSERT (or OWNERSHIP) on the table instead, as Snowflake's
+streaming API does, and SELECT or INSERT for status. A pipe the caller may not see answers the same
+404 as one that does not exist.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qs
+
+import orjson
+import redis
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from floe.catalog import Catalog, CopySpec, FileFormat, Pipe, Table, now_ms
+from floe.channels import ChannelError, ChannelStore, PipeRef
+from floe.errors import ObjectNotFound
+from floe.settings import Settings
+from floe.streaming import protocol as wire
+from floe.streaming.protocol import Code, ContinuationToken
+from floe.streaming.rows import BodyError, decode_body, parse_rows
+from services.access import Need, authorize
+from services.answers import RestError, Throttled, answer_for
+from services.auth import Authenticator, Identity, Principal, RateLimiter, ScopedTokens
+from services.snowpipe import caller_of
+
+log = logging.getLogger("floe.api.streaming")
+
+DEFAULT_PIPE_SUFFIX = "-STREAMING"
+"""Every table has a default pipe named ``<TABLE>-STREAMING`` that matches columns by name."""
+
+
+def streaming_error(exc: ChannelError) -> RestError:
+    """A refused channel step as the route answers it."""
+    return RestError(exc.status, exc.code, exc.message)
+
+
+def _missing_pipe(name: str) -> RestError:
+    return RestError(404, Code.PIPE_DOES_NOT_EXIST, f"Pipe '{name}' does not exist or not authorized.")
+
+
+def _bad(message: str) -> RestError:
+    return RestError(400, Code.BAD_REQUEST, message)
+
+
+class StreamingService:
+    """The channel operations behind the routes."""
+
+    def __init__(self, settings: Settings, client: redis.Redis[bytes], catalog: Catalog, keys: Any) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.channels = ChannelStore(client, keys, settings.streaming.max_pending_bytes_per_channel)
+        s = settings.streaming
+        self.rates = RateLimiter(s.appends_per_s_per_channel, s.appends_burst_per_channel)
+
+    # ----------------------------------------------------------------------------------- pipes
+
+    def pipe(self, principal: Principal, database: str, schema: str, name: str, write: bool) -> Pipe:
+        """The streaming pipe a route names, checked: a table's default pipe is made on first use."""
+        full = ".".join(part.upper() for part in (database, schema, name))
+        pipe = self.catalog.find(Pipe, full)
+        if pipe is None and full.endswith(DEFAULT_PIPE_SUFFIX):
+            pipe = self._default_pipe(principal, full, write)
+        if pipe is None:
+            raise _missing_pipe(full)
+        if pipe.source != "streaming":
+            raise RestError(
+                400,
+                Code.BAD_REQUEST,
+                f"Pipe '{full}' loads files from a stage; channels need a streaming pipe (COPY ... "
+                "FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING'))) or the table's default pipe "
+                f"<TABLE>{DEFAULT_PIPE_SUFFIX}.",
+            )
+        self._authorize(principal, pipe, write)
+        return pipe
+
+    def _authorize(self, principal: Principal, pipe: Pipe, write: bool) -> None:
+        if pipe.default_streaming:
+            need = Need(
+                "TABLE", pipe.copy_spec.table, ("INSERT", "OWNERSHIP") if write else ("INSERT", "SELECT")
+            )
+        else:
+            need = Need("PIPE", pipe.name, ("OPERATE", "OWNERSHIP") if write else ("MONITOR", "OPERATE"))
+        try:
+            authorize(self.catalog, principal, need)
+        except ObjectNotFound:
+            raise _missing_pipe(pipe.name) from None
+
+    def _default_pipe(self, principal: Principal, full: str, write: bool) -> Pipe | None:
+        """The table's default pipe, created the first time a channel names it."""
+        table_name = full[: -len(DEFAULT_PIPE_SUFFIX)]
+        table = self.catalog.find(Table, table_name)
+        if table is None:
+            return None
+        spec = CopySpec(
+            table=table.name,
+            stage="",
+            file_format=FileFormat(type="JSON"),
+            on_error="CONTINUE",
+            sql=f"COPY INTO {table.name} FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING')) "
+            "MATCH_BY_COLUMN_NAME = CASE_INSENSITIVE",
+        )
+        pipe = Pipe(
+            name=full,
+            copy_spec=spec,
+            table_id=table.id,
+            stage_url="",
+            source="streaming",
+            default_streaming=True,
+            owner=table.owner,
+            created_ms=now_ms(),
+        )
+        # Check before creating, so a caller without INSERT on the table creates nothing.
+        self._authorize(principal, pipe, write)
+        return self.catalog.put_new(pipe)
+
+    @staticmethod
+    def ref(pipe: Pipe) -> PipeRef:
+        """How answers name the pipe."""
+        database, schema, name = pipe.name.split(".", 2)
+        return PipeRef(pipe.id, database, schema, name)
+
+    # -------------------------------------------------------------------------------- channels
+
+    def table_columns(self, pipe: Pipe) -> list[dict[str, Any]]:
+        """The target table's columns, for the client's validation (ON_ERROR ABORT / SKIP_BATCH)."""
+        table = self.catalog.find(Table, pipe.copy_spec.table)
+        if table is None or table.id != pipe.table_id:
+            raise RestError(
+                409,
+                Code.CHANNEL_MUST_BE_REOPENED,
+                f"Table '{pipe.copy_spec.table}' of pipe '{pipe.name}' was dropped or replaced.",
+            )
+        return [{"name": c.name, "type": c.sql_type, "nullable": c.nullable} for c in table.columns]
+
+    def open(self, pipe: Pipe, channel: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create or reopen a channel (fencing the old writer)."""
+        token = body.get(wire.OFFSET_TOKEN)
+        fail = body.get(wire.FAIL_ON_UNCOMMITTED_ROWS, False)
+        if token is not None and not isinstance(token, str):
+            raise _bad(f"{wire.OFFSET_TOKEN} must be a string or null.")
+        if not isinstance(fail, bool):
+            raise _bad(f"{wire.FAIL_ON_UNCOMMITTED_ROWS} must be true or false.")
+        columns = self.table_columns(pipe)
+        try:
+            opened = self.channels.open(self.ref(pipe), channel, now_ms(), token, fail)
+        except ChannelError as exc:
+            raise streaming_error(exc) from None
+        log.info(
+            "channel opened (client sequencer %d)", opened.token.client_sequencer, extra=_where(pipe, channel)
+        )
+        return {
+            wire.NEXT_CONTINUATION_TOKEN: opened.token.encode(),
+            wire.CHANNEL_STATUS: opened.status.to_json(),
+            wire.TABLE_COLUMNS: columns,
+        }
+
+    def append(
+        self, pipe: Pipe, channel: str, params: dict[str, str], body: bytes, encoding: str | None
+    ) -> dict[str, Any]:
+        """Store one append durably; the next continuation token."""
+        wait = self.rates.retry_after(f"{pipe.id}/{channel}")
+        if wait is not None:
+            raise Throttled(f"Channel '{channel}' is over its append rate; retry in {wait:.2f} s.", wait)
+        raw = params.get(wire.CONTINUATION_TOKEN)
+        if not raw:
+            raise _bad(
+                f"{wire.CONTINUATION_TOKEN} is required: the next_continuation_token of the last answer."
+            )
+        try:
+            token = ContinuationToken.decode(raw)
+        except ValueError:
+            raise _bad(f"{wire.CONTINUATION_TOKEN} is not one this server issued.") from None
+        if len(body) > wire.MAX_BODY_BYTES:
+            raise RestError(
+                413,
+                Code.PAYLOAD_TOO_LARGE,
+                f"The body is {len(body)} bytes; an append may send at most {wire.MAX_BODY_BYTES} bytes "
+                "(after Content-Encoding). Split the rows over several appends.",
+            )
+        try:
+            batch = parse_rows(decode_body(body, encoding))
+        except BodyError as exc:
+            raise RestError(exc.status, exc.code, str(exc)) from None
+        try:
+            nxt = self.channels.append(
+                self.ref(pipe),
+                channel,
+                token,
+                params.get(wire.REQUEST_ID, ""),
+                batch.data,
+                batch.count,
+                params.get(wire.START_OFFSET_TOKEN),
+                params.get(wire.END_OFFSET_TOKEN),
+                now_ms(),
+            )
+        except ChannelError as exc:
+            raise streaming_error(exc) from None
+        return {wire.NEXT_CONTINUATION_TOKEN: nxt.encode()}
+
+    def drop(self, pipe: Pipe, channel: str, params: dict[str, str]) -> dict[str, Any]:
+        """Forget a channel and its offsets."""
+        fail = params.get(wire.FAIL_ON_UNCOMMITTED_ROWS, "false").lower() == "true"
+        try:
+            dropped = self.channels.drop(self.ref(pipe), channel, fail)
+        except ChannelError as exc:
+            raise streaming_error(exc) from None
+        if not dropped:
+            raise RestError(
+                404, Code.CHANNEL_DOES_NOT_EXIST, f"Channel '{channel}' does not exist or not authorized."
+            )
+        log.info("channel dropped", extra=_where(pipe, channel))
+        return {}
+
+    def bulk_status(self, pipe: Pipe, body: dict[str, Any]) -> dict[str, Any]:
+        """The status of each named channel that exists."""
+        names = body.get(wire.CHANNEL_NAMES)
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise _bad(f'The body must be {{"{wire.CHANNEL_NAMES}": ["channel", ...]}}.')
+        if len(names) > 10_000:
+            raise _bad("At most 10,000 channel names per request.")
+        statuses = self.channels.statuses(self.ref(pipe), list(dict.fromkeys(names)))
+        return {wire.CHANNEL_STATUSES: {n: s.to_json() for n, s in statuses.items()}}
+
+
+def _where(pipe: Pipe, channel: str) -> dict[str, str]:
+    return {"pipe": pipe.name, "file": f"channel {channel}"}
+
+
+def _json_body(body: bytes) -> dict[str, Any]:
+    if not body.strip():
+        return {}
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise _bad("The request body is not valid JSON.") from None
+    if not isinstance(doc, dict):
+        raise _bad("The request body must be a JSON object.")
+    return doc
+
+
+def exchange(
+    identity: Identity | None, principal: Principal, body: bytes, scoped: ScopedTokens, hostname: str
+) -> dict[str, Any]:
+    """POST /oauth/token: a scoped token for the caller of a key-pair JWT."""
+    if identity is None or not identity.fingerprint:
+        raise RestError(401, Code.UNAUTHORIZED, "Exchange a key-pair JWT (KEYPAIR_JWT) for a scoped token.")
+    form = parse_qs(body.decode("utf-8", "replace"), max_num_fields=10)
+    grant = (form.get("grant_type") or [""])[0]
+    if grant != wire.TOKEN_GRANT_TYPE:
+        raise _bad(f"grant_type must be {wire.TOKEN_GRANT_TYPE}.")
+    scope = (form.get("scope") or [hostname])[0][:256]
+    issued = scoped.issue(identity, scope, time.time())
+    log.info("scoped token issued to %s", principal.user)
+    return {"token": issued, "token_type": "Bearer", "expires_in": scoped.lifetime_s}
+
+
+def _pinned(catalog: Catalog, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    with catalog.pinned():
+        return work()
+
+
+async def _answer(request: Request, catalog: Catalog, work: Callable[[], dict[str, Any]]) -> JSONResponse:
+    """Run ``work`` in a worker thread on one catalog read; its answer, or the error's."""
+    try:
+        body = await run_in_threadpool(_pinned, catalog, work)
+    except Exception as exc:  # noqa: BLE001 -- the HTTP boundary; answer_for logs what is unexpected
+        return answer_for(exc, request.url.path).response()
+    return JSONResponse(body)
+
+
+def router(
+    service: StreamingService, authenticator: Authenticator, scoped: ScopedTokens, hostname: str
+) -> APIRouter:
+    """The /v2/streaming routes and the token exchange."""
+    api = APIRouter(tags=["Snowpipe Streaming"])
+
+    def caller(request: Request) -> Principal:
+        return caller_of(request, authenticator)
+
+    async def answer(request: Request, work: Callable[[], dict[str, Any]]) -> JSONResponse:
+        return await _answer(request, service.catalog, work)
+
+    @api.get(wire.HOSTNAME_PATH)
+    async def get_hostname(request: Request) -> JSONResponse:
+        """The host that serves the channel routes: this API."""
+        return await answer(request, lambda: (caller(request), {"hostname": hostname})[1])
+
+    @api.post(wire.TOKEN_PATH)
+    async def token(request: Request) -> JSONResponse:
+        """Exchange a key-pair JWT for a scoped token that only the streaming routes accept."""
+        body = await request.body()
+
+        def work() -> dict[str, Any]:
+            return exchange(getattr(request.state, "identity", None), caller(request), body, scoped, hostname)
+
+        return await answer(request, work)
+
+    base = "/v2/streaming/databases/{database}/schemas/{schema}/pipes/{pipe}"
+
+    @api.put(base + "/channels/{channel}")
+    async def open_channel(
+        request: Request, database: str, schema: str, pipe: str, channel: str
+    ) -> JSONResponse:
+        """Open (create or reopen) a channel: a new client sequencer and the last committed offset token."""
+        body = await request.body()
+
+        def work() -> dict[str, Any]:
+            p = service.pipe(caller(request), database, schema, pipe, write=True)
+            return service.open(p, channel, _json_body(body))
+
+        return await answer(request, work)
+
+    @api.delete(base + "/channels/{channel}")
+    async def drop_channel(
+        request: Request, database: str, schema: str, pipe: str, channel: str
+    ) -> JSONResponse:
+        """Drop a channel and its offset token."""
+
+        def work() -> dict[str, Any]:
+            p = service.pipe(caller(request), database, schema, pipe, write=True)
+            return service.drop(p, channel, dict(request.query_params))
+
+        return await answer(request, work)
+
+    @api.post(base + ":bulk-channel-status")
+    async def bulk_channel_status(request: Request, database: str, schema: str, pipe: str) -> JSONResponse:
+        """The status of several channels of the pipe (unknown ones are left out)."""
+        body = await request.body()
+
+        def work() -> dict[str, Any]:
+            p = service.pipe(caller(request), database, schema, pipe, write=False)
+            return service.bulk_status(p, _json_body(body))
+
+        return await answer(request, work)
+
+    @api.post("/v2/streaming/data/databases/{database}/schemas/{schema}/pipes/{pipe}/channels/{channel}/rows")
+    async def append_rows(
+        request: Request, database: str, schema: str, pipe: str, channel: str
+    ) -> JSONResponse:
+        """Append NDJSON rows (gzip or zstd Content-Encoding allowed) with the last continuation token."""
+        body = await request.body()
+
+        def work() -> dict[str, Any]:
+            p = service.pipe(caller(request), database, schema, pipe, write=True)
+            encoding = request.headers.get("content-encoding")
+            return service.append(p, channel, dict(request.query_params), body, encoding)
+
+        return await answer(request, work)
+
+    return api
