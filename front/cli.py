@@ -12,7 +12,7 @@ from rich.table import Table as RichTable
 
 from floe.runtime import private_dir, private_files
 from floe.settings import Settings
-from front.client import SqlFailed, run_sql
+from front.client import SqlFailed, auth_header, run_sql
 
 app = typer.Typer(
     help="Floe: a self-hosted Snowpipe. Declare pipes in Snowflake SQL; "
@@ -124,6 +124,33 @@ def sql(
                 f"({total - scanned} skipped by min/max statistics)",
                 style="dim",
             )
+
+
+@app.command()
+def token(
+    user: Annotated[
+        str | None,
+        typer.Option(
+            help="Sign as this user instead of the admin (FLOE_AUTH__ADMIN_USER); needs --private-key-file."
+        ),
+    ] = None,
+    private_key_file: Annotated[
+        str | None,
+        typer.Option(help="Unencrypted PEM private key whose public half is the user's RSA_PUBLIC_KEY[_2]."),
+    ] = None,
+) -> None:
+    """Print a key-pair JWT (valid for an hour) for curl or any HTTP client: send it as
+    'Authorization: Bearer <token>' with 'X-Snowflake-Authorization-Token-Type: KEYPAIR_JWT'."""
+    if user is not None and private_key_file is None:
+        raise typer.BadParameter(
+            "--user needs --private-key-file (the admin's key is the default only for the admin)"
+        )
+    try:
+        header = auth_header(Settings(), user, private_key_file)
+    except SqlFailed as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
+    typer.echo(header["Authorization"].removeprefix("Bearer "))
 
 
 def _process_settings() -> Settings:

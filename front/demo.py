@@ -1,4 +1,5 @@
-"""`floe demo` (what `make run` shows): a stage, a table, an auto-ingest pipe and a few files."""
+"""`floe demo` (what `make run` shows): a stage, a table, an auto-ingest pipe and a few files, then
+a few hundred rows streamed through a Snowpipe Streaming channel."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rich.table import Table as RichTable
 
 from floe.aws import client as aws_client
 from floe.settings import Settings
+from floe.streaming.transport import StreamingError
 from front.client import SqlFailed, records, run_sql
 
 BUCKET = "floe-demo"
@@ -49,6 +51,55 @@ def _show(body: dict[str, Any], title: str) -> None:
     for row in body["rows"]:
         table.add_row(*["NULL" if v is None else str(v) for v in row])
     console.print(table)
+
+
+STREAM_ROWS = 300
+
+
+def stream_demo(settings: Settings) -> None:
+    """Stream rows through the `trips` table's default pipe (TRIPS-STREAMING) and query them."""
+    from floe.streaming import StreamingIngestClient  # the client's threads only when used
+
+    console.print("\n[bold]Snowpipe Streaming[/]: rows through a channel, no files")
+    started = time.monotonic()
+    pipe = "TRIPS-STREAMING"
+    with StreamingIngestClient(
+        "demo", settings.database, settings.schema_name, pipe, settings=settings
+    ) as client:
+        channel, status = client.open_channel("demo-channel")
+        last = status.latest_committed_offset_token
+        first = int(last) + 1 if last is not None else 0  # resume where a previous run stopped
+        rows = [
+            {
+                "trip_id": 10_000 + n,
+                "city": CITIES[n % len(CITIES)].upper(),
+                "fare": f"{4 + (n % 23) * 0.75:.2f}",
+                "started_at": f"2026-11-20 {n % 24:02d}:{n % 60:02d}:00",
+                "source_file": "demo-channel",
+                "source_row": n,
+            }
+            for n in range(first, first + STREAM_ROWS)
+        ]
+        end = str(first + STREAM_ROWS - 1)
+        channel.append_rows(rows, start_offset_token=str(first), end_offset_token=end)
+        console.print(
+            f"[green]appended[/] {STREAM_ROWS} rows to channel demo-channel (offsets {first}..{end})"
+        )
+        with console.status("waiting for the rows to commit..."):
+            channel.wait_for_commit(lambda token: token == end, timeout_seconds=120)
+        status = channel.get_channel_status()
+    console.print(
+        f"committed in {time.monotonic() - started:.1f} s: offset token "
+        f"{status.latest_committed_offset_token}, {status.rows_inserted} rows inserted on this channel"
+    )
+    _show(
+        run_sql(
+            settings,
+            "SELECT source_file, COUNT(*) AS trips, MIN(trip_id) AS first_trip, MAX(trip_id) AS last_trip "
+            "FROM trips GROUP BY source_file ORDER BY source_file",
+        ),
+        "SELECT source_file, COUNT(*) ... GROUP BY source_file",
+    )
 
 
 def run_demo(settings: Settings, follow: bool = True, timeout: float = 180.0) -> int:
@@ -94,6 +145,7 @@ def run_demo(settings: Settings, follow: bool = True, timeout: float = 180.0) ->
             "SELECT city, COUNT(*), SUM(fare) FROM trips GROUP BY city",
         )
         _show(run_sql(settings, "SELECT SYSTEM$PIPE_STATUS('demo_pipe')"), "SYSTEM$PIPE_STATUS")
+        stream_demo(settings)
         if not follow:
             return 0
         console.print(
@@ -108,7 +160,7 @@ def run_demo(settings: Settings, follow: bool = True, timeout: float = 180.0) ->
             for r in rows[seen:]:
                 console.print(f"[green]{r['STATUS']}[/] {r['FILE_NAME']} rows={r['ROW_COUNT']}")
             seen = max(seen, len(rows))
-    except SqlFailed as exc:
+    except (SqlFailed, StreamingError) as exc:
         console.print(f"[red]{exc}[/red]")
         return 1
     except KeyboardInterrupt:

@@ -119,12 +119,18 @@ class ClientConfig:
 
     @classmethod
     def load(
-        cls, profile_json: str | Path | None, properties: Mapping[str, Any] | None, *, need_tls: bool = True
+        cls,
+        profile_json: str | Path | None,
+        properties: Mapping[str, Any] | None,
+        *,
+        need_tls: bool = True,
+        floe: Settings | None = None,
     ) -> ClientConfig:
         """From a profile file and a dict (the dict wins). ``need_tls``: build the SSL context (not
-        needed with an injected transport)."""
+        needed with an injected transport). ``floe``: the settings whose API, admin user and key
+        fill in what the properties leave out (default: ``Settings()`` from the environment)."""
         props = _merged_properties(profile_json, properties)
-        settings: list[Settings] = []
+        settings: list[Settings] = [floe] if floe is not None else []
 
         def floe_settings() -> Settings:
             # Only when a connection property is left out: an explicit configuration never depends on
@@ -277,16 +283,19 @@ class StreamingIngestClient:
         transport: Transport | None = None,
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], object] | None = None,
+        settings: Settings | None = None,
     ) -> None:
         """Connect: exchange the key-pair JWT for a scoped token and ask the hostname.
 
-        ``transport``, ``clock`` (monotonic seconds) and ``sleep`` are seams for tests.
+        ``transport``, ``clock`` (monotonic seconds) and ``sleep`` are seams for tests. ``settings``:
+        a Floe deployment's settings, which fill in the url, account, user, key and CA the
+        properties leave out (default: ``Settings()``, from the FLOE_* environment).
         """
         self.client_name = client_name
         self.db_name = db_name
         self.schema_name = schema_name
         self.pipe_name = pipe_name
-        config = ClientConfig.load(profile_json, properties, need_tls=transport is None)
+        config = ClientConfig.load(profile_json, properties, need_tls=transport is None, floe=settings)
         self.config = config
         clock = clock or time.monotonic
         if transport is None:

@@ -27,5 +27,12 @@ def test_the_demo_loads_its_files_and_exits_zero(stack: Stack, monkeypatch: pyte
     monkeypatch.setattr(demo, "BUCKET", bucket)
     monkeypatch.setattr(demo, "STATEMENTS", [s.replace("floe-demo", bucket) for s in demo.STATEMENTS])
     assert demo.run_demo(stack.settings, follow=False, timeout=180.0) == 0
-    # Three files of five rows; ON_ERROR = CONTINUE drops the one bad fare of file 2.
-    assert stack.sql("SELECT COUNT(*) AS n FROM trips")[0]["N"] == 14
+    # Three files of five rows; ON_ERROR = CONTINUE drops the one bad fare of file 2. Then the
+    # streamed rows, through the table's default pipe, committed with their offset token.
+    files = stack.sql("SELECT COUNT(*) AS n FROM trips WHERE source_file <> 'demo-channel'")[0]["N"]
+    streamed = stack.sql(
+        "SELECT COUNT(*) AS n, MIN(source_row) AS lo FROM trips WHERE source_file = 'demo-channel'"
+    )
+    assert (files, streamed) == (14, [{"N": demo.STREAM_ROWS, "LO": 0}])
+    channels = stack.sql("SHOW CHANNELS IN TABLE trips")
+    assert [(c["name"], c["offset_token"]) for c in channels] == [("demo-channel", str(demo.STREAM_ROWS - 1))]
