@@ -123,3 +123,30 @@ def test_sdk_inserts_files_over_https_with_the_ca_in_its_trust_store(
     assert report["statistics"]["activeFilesCount"] == 2
     status = tls_stack.sql(f"SELECT SYSTEM$PIPE_STATUS('{pipe}') AS s")[0]["S"]
     assert json.loads(status)["pendingFileCount"] == 2
+
+
+def test_the_streaming_client_appends_over_https_and_verifies_the_ca(
+    tls_stack: Stack, tmp_path: Path
+) -> None:
+    """The streaming client verifies the API against the CA (from the settings, or ca_file); with
+    another CA it refuses to connect. No Spark job runs here: the appends stay durably queued."""
+    from floe.streaming import StreamingConfigError, StreamingIngestClient
+
+    table = unique("t_")
+    tls_stack.sql(f"CREATE TABLE {table} (id INT)")
+    with StreamingIngestClient(
+        "tls", "FLOE", "PUBLIC", f"{table}-STREAMING", settings=tls_stack.settings
+    ) as client:
+        assert client.config.url.startswith("https://")
+        channel, _ = client.open_channel("c")
+        channel.append_rows([{"id": 1}, {"id": 2}], end_offset_token="2")
+        channel.wait_for_flush(timeout_seconds=30)
+    shown = tls_stack.sql(f"SHOW CHANNELS IN TABLE {table}")
+    assert [(c["name"], c["row_sequencer"]) for c in shown] == [("c", 1)]
+    other = tmp_path / "other"
+    ensure_local_ca(other, "127.0.0.1")
+    wrong = {"ca_file": str(other / CA_CERT), "max_retries": 0}
+    with pytest.raises(StreamingConfigError, match="certificate that does not verify"):
+        StreamingIngestClient(
+            "tls", "FLOE", "PUBLIC", f"{table}-STREAMING", properties=wrong, settings=tls_stack.settings
+        )

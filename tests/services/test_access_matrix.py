@@ -44,15 +44,18 @@ from floe.catalog import (
     User,
 )
 from floe.catalog.ddl import Defaults, parse
+from floe.channels import ChannelStore, PipeRef, channel_state
 from floe.errors import ObjectNotFound, PermissionDenied, SqlError
 from floe.keypair import new_private_key, public_key_body
 from floe.keys import Keys
 from floe.settings import Settings
 from services.api import create_app
-from services.auth import Authenticator, Principal, RateLimiter
+from services.auth import Authenticator, Principal, RateLimiter, ScopedTokens
 from services.dedup import Deduper
 from services.snowpipe import SnowpipeService, router
 from services.sql import SqlExecutor
+from services.streaming import StreamingService
+from services.streaming import router as streaming_router
 from tests.asgi import AppClient
 from tests.conftest import TEST_INTEGRATION
 from tests.services.test_snowpipe import bearer, token
@@ -157,6 +160,8 @@ class Row:
     """More ACCOUNTADMIN statements for this row's world (what a REVOKE takes back)."""
     query: str = ""
     """REST rows: the query string after requestId."""
+    stream_pipe: str = "STREAM"
+    """Streaming route rows: the pipe in SALES.RAW the route names."""
     owned: tuple[type[CatalogObject], str] | None = None
     """CREATE rows: the object made, which the caller's role must own afterwards."""
 
@@ -868,6 +873,69 @@ ROUTES = [
     ),
 ]
 
+CHANNEL = "/v2/streaming/databases/{database}/schemas/{schema}/pipes/{pipe}/channels/{channel}"
+OPEN_CHANNEL = ("PUT", CHANNEL)
+DROP_CHANNEL = ("DELETE", CHANNEL)
+APPEND_ROWS = (
+    "POST",
+    "/v2/streaming/data/databases/{database}/schemas/{schema}/pipes/{pipe}/channels/{channel}/rows",
+)
+BULK_STATUS = ("POST", "/v2/streaming/databases/{database}/schemas/{schema}/pipes/{pipe}:bulk-channel-status")
+STREAM_NOT_FOUND = HttpRefusal(404, "ERR_PIPE_DOES_NOT_EXIST_OR_NOT_AUTHORIZED", "Pipe 'SALES.RAW.STREAM'")
+DEFAULT_NOT_FOUND = HttpRefusal(
+    404, "ERR_PIPE_DOES_NOT_EXIST_OR_NOT_AUTHORIZED", "Pipe 'SALES.RAW.ORDERS-STREAMING'"
+)
+
+STREAMING_ROUTES = [
+    Row("hostname (anyone)", route=("GET", "/v2/streaming/hostname")),
+    Row("token exchange (anyone)", route=("POST", "/oauth/token")),
+    Row(
+        "open channel",
+        route=OPEN_CHANNEL,
+        setup=(STREAMING_PIPE,),
+        grants=(*INSIDE, on("OPERATE", "PIPE", "sales.raw.stream")),
+        fails=STREAM_NOT_FOUND,
+    ),
+    Row(
+        "open channel, MONITOR is not OPERATE",
+        route=OPEN_CHANNEL,
+        setup=(STREAMING_PIPE,),
+        given=(*INSIDE, on("MONITOR", "PIPE", "sales.raw.stream")),
+        grants=(on("OPERATE", "PIPE", "sales.raw.stream"),),
+        fails=HttpRefusal(
+            403, "ERR_INSUFFICIENT_PRIVILEGES", "Insufficient privileges to operate on pipe 'STREAM'"
+        ),
+    ),
+    Row(
+        "open channel of a default pipe (INSERT on the table)",
+        route=OPEN_CHANNEL,
+        stream_pipe="ORDERS-STREAMING",
+        grants=(*INSIDE, on("INSERT", "TABLE", "sales.raw.orders")),
+        fails=DEFAULT_NOT_FOUND,
+    ),
+    Row(
+        "append rows",
+        route=APPEND_ROWS,
+        setup=(STREAMING_PIPE,),
+        grants=(*INSIDE, on("OPERATE", "PIPE", "sales.raw.stream")),
+        fails=STREAM_NOT_FOUND,
+    ),
+    Row(
+        "drop channel",
+        route=DROP_CHANNEL,
+        setup=(STREAMING_PIPE,),
+        grants=(*INSIDE, on("OPERATE", "PIPE", "sales.raw.stream")),
+        fails=STREAM_NOT_FOUND,
+    ),
+    Row(
+        "bulk channel status",
+        route=BULK_STATUS,
+        setup=(STREAMING_PIPE,),
+        grants=(*INSIDE, on("MONITOR", "PIPE", "sales.raw.stream")),
+        fails=STREAM_NOT_FOUND,
+    ),
+]
+
 ROWS = [
     *NAMESPACES,
     *OBJECTS,
@@ -881,6 +949,7 @@ ROWS = [
     *GRANTS,
     *SHOW_GRANTS,
     *ROUTES,
+    *STREAMING_ROUTES,
 ]
 
 
@@ -970,7 +1039,9 @@ def test_access_matrix(world: SqlExecutor, key: rsa.RSAPrivateKey, case: Case) -
     key_body = public_key_body(key.public_key())
     for sql in (*case.row.setup, *case.row.given, *case.grants):
         admin(world, sql, key_body)
-    if case.row.route is not None:
+    if case.row.route is not None and case.row.route[1].startswith(("/v2/", "/oauth/")):
+        _run_streaming_route(world, key, case)
+    elif case.row.route is not None:
         _run_route(world, key, case)
     else:
         # The caller as it signs in, with the roles granted to it now.
@@ -1046,6 +1117,64 @@ def _run_route(ex: SqlExecutor, key: rsa.RSAPrivateKey, case: Case) -> None:
     assert queued == 0, "a refused insertFiles queued files"
 
 
+def _run_streaming_route(ex: SqlExecutor, key: rsa.RSAPrivateKey, case: Case) -> None:
+    """A Snowpipe Streaming route as the caller, on channel 'c' (opened by the admin first for the
+    routes that need one): allowed, it answers 200; refused, 404 or 403 with its code, and the
+    channel is as it was."""
+    row = case.row
+    assert row.route is not None
+    method, path = row.route
+    pipe_name = row.stream_pipe
+    url = path.format(database="SALES", schema="RAW", pipe=pipe_name, channel="c")
+    headers = {**bearer(token(USER, key)), "X-Snowflake-Authorization-Token-Type": "KEYPAIR_JWT"}
+    options: dict[str, Any] = {"headers": headers}
+    store = ChannelStore(ex.redis, Keys(ex.settings.redis.prefix), 1 << 20)
+    opened = None
+    if (path.endswith(("/rows", "{channel}")) and method != "PUT") or path.endswith(":bulk-channel-status"):
+        pipe = ex.catalog.get(Pipe, f"SALES.RAW.{pipe_name}")
+        opened = store.open(PipeRef(pipe.id, "SALES", "RAW", pipe_name), "c", 1, None, False).token
+    if path.endswith("/rows"):
+        assert opened is not None
+        options["params"] = {"continuationToken": opened.encode()}
+        options["content"] = b'{"a": 1}\n'
+    elif path.endswith(":bulk-channel-status"):
+        options["json"] = {"channel_names": ["c"]}
+    elif path == "/oauth/token":
+        options["content"] = "grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer"
+    elif method == "PUT":
+        options["json"] = {}
+    client = AppClient(create_app(ex.settings, ex.redis))
+    try:
+        resp = client.request(method, url, **options)
+    finally:
+        client.close()
+    pipes = {p.name: p for p in ex.catalog.all(Pipe).values()}
+    state = pipes.get(f"SALES.RAW.{pipe_name}")
+    channel = channel_state(ex.redis, Keys(ex.settings.redis.prefix), state.id, "c") if state else {}
+    if case.allowed:
+        assert resp.status_code == 200, resp.text
+        if method == "DELETE":
+            assert channel == {}
+        elif path.endswith("/rows"):
+            assert channel["rseq"] == "1"
+        return
+    assert isinstance(row.fails, HttpRefusal)
+    body = resp.json()
+    assert set(body) == {"code", "message"}, body
+    if not case.grants:
+        assert (resp.status_code, body["code"]) == (row.fails.status, row.fails.code), body
+        assert row.fails.text in body["message"], body
+    else:
+        assert (resp.status_code, body["code"]) in {
+            (403, "ERR_INSUFFICIENT_PRIVILEGES"),
+            (404, "ERR_PIPE_DOES_NOT_EXIST_OR_NOT_AUTHORIZED"),
+        }, body
+    if opened is not None:
+        assert channel.get("cseq") == str(opened.client_sequencer) and channel.get("rseq") == "0", channel
+    else:
+        assert channel == {}, "a refused open created a channel"
+
+
 def test_every_statement_and_route_has_a_row(ex: SqlExecutor) -> None:
     """A statement type or REST route added without a row here fails this test."""
     covered = {type(parse(fill(r.sql), Defaults())) for r in ROWS if r.route is None}
@@ -1056,7 +1185,14 @@ def test_every_statement_and_route_has_a_row(ex: SqlExecutor) -> None:
     )
     authenticator = Authenticator(ex.settings.auth, ex.settings.account, ex.catalog)
     api = router(service, authenticator, RateLimiter(1, 1))
-    registered = {(m, r.path) for r in api.routes if isinstance(r, APIRoute) for m in r.methods or ()}
+    streaming = streaming_router(
+        StreamingService(ex.settings, ex.redis, ex.catalog, keys),
+        authenticator,
+        ScopedTokens(b"k" * 32, "FLOE", 60),
+        "h",
+    )
+    routes = [*api.routes, *streaming.routes]
+    registered = {(m, r.path) for r in routes if isinstance(r, APIRoute) for m in r.methods or ()}
     routed = {r.route for r in ROWS if r.route is not None}
     gaps = {
         "statement types without a row": sorted(t.__name__ for t in handled - covered),

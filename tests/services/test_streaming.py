@@ -5,6 +5,7 @@ through Spark is in tests/e2e/test_streaming.py."""
 from __future__ import annotations
 
 import gzip
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from bench.harness import unique
 from floe.catalog import Catalog, Pipe
-from floe.channels import channel_state
+from floe.channels import INACTIVE_CHANNEL_MS, ChannelStore, channel_state
 from floe.keypair import new_private_key, public_key_body
 from floe.keys import Keys
 from floe.records import RowAppend
@@ -340,3 +341,48 @@ def test_a_file_pipe_takes_no_channels(streams: Streams) -> None:
     streams.sql(f"CREATE PIPE files AS COPY INTO {streams.table} FROM @st")
     streams.sql("GRANT OPERATE ON PIPE files TO ROLE writer")
     assert_code(streams.open("WRITER_U", "c", pipe="files"), 400, wire.Code.BAD_REQUEST, "loads files")
+
+
+def test_a_channel_over_its_rate_or_its_pending_bytes_gets_429(
+    isolated_settings: Settings, redis_client: redis.Redis[bytes]
+) -> None:
+    streaming = isolated_settings.streaming.model_copy(
+        update={
+            "appends_per_s_per_channel": 0.001,
+            "appends_burst_per_channel": 2,
+            "max_pending_bytes_per_channel": 30,
+        }
+    )
+    settings = isolated_settings.model_copy(update={"streaming": streaming})
+    app = create_app(settings, redis_client)
+    s = Streams(AppClient(app), settings, redis_client, unique("t_"), "", {"FLOE_ADMIN": new_private_key()})
+    with s.client:
+        s.sql(f"CREATE TABLE {s.table} (id INT)")
+        second_key = public_key_body(s.keys["FLOE_ADMIN"].public_key())
+        s.sql(f"ALTER USER FLOE_ADMIN SET RSA_PUBLIC_KEY_2 = '{second_key}'")
+        s.pipe = f"{s.table}-STREAMING"
+        cont = s.open("FLOE_ADMIN", "c").json()["next_continuation_token"]
+        # The first append goes in whatever its size; then the channel holds 36 bytes uncommitted.
+        first = s.append("FLOE_ADMIN", "c", cont, ndjson('{"id": 1, "pad": "xxxxxxxxxx"}'))
+        assert first.status_code == 200, first.text
+        full = s.append("FLOE_ADMIN", "c", first.json()["next_continuation_token"], ndjson('{"id": 2}'))
+        assert_code(full, 429, wire.Code.RATE_LIMITED, "not yet committed")
+        # Two appends of the burst are spent: the third is over the rate.
+        over = s.append("FLOE_ADMIN", "c", first.json()["next_continuation_token"], ndjson('{"id": 2}'))
+        assert_code(over, 429, wire.Code.RATE_LIMITED, "over its append rate")
+        assert int(over.headers["retry-after"]) >= 1
+        assert len(s.queued()) == 1
+
+
+def test_channels_inactive_for_30_days_expire(streams: Streams) -> None:
+    streams.open("WRITER_U", "old")
+    streams.open("WRITER_U", "new")
+    store = ChannelStore(streams.redis, Keys(streams.settings.redis.prefix), 1 << 20)
+    pipe_id = streams.pipe_id()
+    now = int(time.time() * 1000)
+    assert store.names(pipe_id, now) == ["new", "old"]
+    streams.redis.zadd(
+        Keys(streams.settings.redis.prefix).channels(pipe_id), {"old": now - INACTIVE_CHANNEL_MS - 1}
+    )
+    assert store.names(pipe_id, now) == ["new"]
+    assert streams.status("WATCHER_U", "old", "new").json()["channel_statuses"].keys() == {"new"}
