@@ -180,3 +180,29 @@ def test_the_python_client_streams_rows_exactly_once(stack: Stack) -> None:
         again.wait_for_commit(lambda token: token == "2009", timeout_seconds=60)
     got = stack.sql(f"SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS d, SUM(amount) AS a FROM {table}")[0]
     assert got == {"N": 2010, "D": 2010, "A": sum(i / 4 for i in range(2000)) + 10}
+
+
+def test_the_clients_abort_and_skip_batch_check_rows_before_sending(stack: Stack) -> None:
+    from floe.streaming import RowValidationError, StreamingIngestClient
+
+    table = unique("t_")
+    stack.sql(f"CREATE TABLE {table} (id INT NOT NULL, day DATE, ok BOOLEAN)")
+    bad = [{"id": 1, "day": "2026-01-01", "ok": "yes"}, {"id": 2, "day": "not a date", "ok": True}]
+    good = [{"id": 3, "day": "2026-01-03", "ok": "no"}]
+    props = client_properties(stack)
+    with StreamingIngestClient("v", "FLOE", "PUBLIC", f"{table}-STREAMING", properties=props) as client:
+        skipping, _ = client.open_channel("skip", on_error="SKIP_BATCH")
+        refused = skipping.append_rows(bad, end_offset_token="1")
+        assert [(e.row_index, e.column) for e in refused.errors] == [(1, "DAY")]
+        assert skipping.append_rows(good, end_offset_token="2").has_errors() is False
+        skipping.wait_for_commit(lambda t: t == "2", timeout_seconds=60)
+        aborting, _ = client.open_channel("abort", on_error="ABORT")
+        with pytest.raises(RowValidationError, match="not a date") as info:
+            aborting.append_rows(bad, end_offset_token="1")
+        assert info.value.row_index == 1
+    # Nothing of either bad batch was sent: only the good row is in the table, and the server saw
+    # no error on the channel that skipped.
+    assert stack.sql(f"SELECT id, day, ok FROM {table}") == [{"ID": 3, "DAY": "2026-01-03", "OK": False}]
+    status = {r["name"]: r for r in stack.sql(f"SHOW CHANNELS IN TABLE {table}")}
+    assert status["skip"]["rows_inserted"] == 1 and status["skip"]["rows_error_count"] == 0
+    assert status["abort"]["row_sequencer"] == 0
