@@ -30,7 +30,7 @@ from typing import Any, Literal, cast
 
 import pytest
 import redis
-from hypothesis import HealthCheck, example, given, note, settings
+from hypothesis import HealthCheck, event, example, given, note, settings
 from hypothesis import strategies as st
 
 from bench.harness import unique
@@ -354,6 +354,7 @@ class World:
             self.current[op.channel] = w
             self.tokens[op.channel].append(t)
         assert got == want, f"{op}: Floe {got}, model {want}"
+        event(f"open: {'new incarnation' if created else got[0] if got[0] == 'OK' else got[1]}")
         return str(got)
 
     def drop(self, op: Drop) -> str:
@@ -365,6 +366,7 @@ class World:
         assert got == want, f"{op}: Floe {got}, model {want}"
         if got == ("OK", True):
             self.current[op.channel] = None
+        event(f"drop: {got[1]}")
         return str(got)
 
     def rows(self, n: int) -> tuple[list[str], bytes]:
@@ -425,6 +427,7 @@ class World:
         assert want[0] == "ERR", "the model: only the current writer's latest token is valid"
         got = self.send(op.channel, token, request, body, 1, None)
         assert got == want, f"{op} with {token}: Floe {got}, model {want}"
+        event(f"stale append: {got[1]}")
         return f"{token.encode()}: {got}"
 
     def retry(self, op: Retry) -> str:
@@ -438,6 +441,7 @@ class World:
         assert got == want, f"{op} of {s.request_id}: Floe {got}, model {want}"
         if got[0] == "OK":
             assert got[1] == s.answer.row_sequencer, "a retry answers the first answer's token"
+        event(f"retry: {got[0] if got[0] == 'OK' else got[1]}")
         return f"{s.request_id} again: {got}"
 
     # -- the pipeline ----------------------------------------------------------------------------
@@ -510,6 +514,7 @@ class World:
         # The driver collects the tasks in no particular order: the settles must not depend on it.
         settles = job.channel_settles(results, tasks[::-1], now)
         label = f"{what}batch {planned.batch_id} ({len(tasks)} appends)"
+        event(f"batch: {what}{mode}")
         if mode == "crash":
             self.replay = planned  # Spark replays the logged range under the same batch id
             return f"{label}: the driver died before its settle"
@@ -526,6 +531,7 @@ class World:
                 f"{label}: fenced {settled.fenced_blobs}, model {want}"
             )
             planned.settled = True
+            event("batch: some writer fenced" if fenced else "batch: nothing fenced")
         if mode == "crash_after_settle":
             self.replay = planned
             return f"{label}: {settled.outcome.name}, then the driver died before Spark's commit log"

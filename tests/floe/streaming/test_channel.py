@@ -5,7 +5,6 @@ throttling. Time is the fake clock's; waits are on conditions, never sleeps."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -22,33 +21,16 @@ from floe.streaming.transport import (
     StreamingTimeout,
     StreamingUnavailable,
 )
+from tests.floe.streaming.conftest import MakeClient
 from tests.floe.streaming.test_transport import (
     FakeClock,
     FakeServer,
-    client_factory,
     error,
     random_rows,
     settle,
 )
 
 pytestmark = pytest.mark.unit
-
-MakeClient = Callable[..., StreamingIngestClient]
-
-
-@pytest.fixture
-def server() -> FakeServer:
-    return FakeServer()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def make_client(server: FakeServer, clock: FakeClock) -> Iterator[MakeClient]:
-    yield from client_factory(server, clock)
 
 
 def _open(

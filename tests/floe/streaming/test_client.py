@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 import json
 import logging
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from floe.streaming.transport import (
     StreamingConfigError,
     StreamingRequestError,
 )
+from tests.floe.streaming.conftest import MakeClient
 from tests.floe.streaming.test_transport import (
     DB,
     PEM,
@@ -31,28 +31,10 @@ from tests.floe.streaming.test_transport import (
     SCHEMA,
     FakeClock,
     FakeServer,
-    client_factory,
     error,
 )
 
 pytestmark = pytest.mark.unit
-
-MakeClient = Callable[..., StreamingIngestClient]
-
-
-@pytest.fixture
-def server() -> FakeServer:
-    return FakeServer()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def make_client(server: FakeServer, clock: FakeClock) -> Iterator[MakeClient]:
-    yield from client_factory(server, clock)
 
 
 def _client(server: FakeServer, clock: FakeClock, **kwargs: Any) -> StreamingIngestClient:
