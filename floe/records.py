@@ -176,8 +176,10 @@ class RowAppend:
 
     @property
     def path(self) -> str:
-        """How load outcomes and blob manifests name it: channel and row sequencer."""
-        return f"{self.channel}/{self.row_sequencer:012d}"
+        """How load outcomes and blob manifests name it: channel, incarnation and row sequencer. The
+        incarnation matters: after a DROP and a new open, row sequencers start again, and the two
+        incarnations' appends may meet in one micro-batch (tests/pipeline/test_channel_model.py)."""
+        return f"{self.channel}/{self.incarnation}/{self.row_sequencer:012d}"
 
 
 # ------------------------------------------------------------------------------------------------
