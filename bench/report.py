@@ -23,7 +23,7 @@ from floe.settings import Settings
 
 @dataclass(frozen=True)
 class Target:
-    """One target of issue 5: a figure, how it compares and the bound."""
+    """One target of issue 5 (or 13): a figure, how it compares and the bound."""
 
     key: str
     label: str
@@ -40,6 +40,12 @@ def rate_text(label: str) -> str:
     """'1_per_s' -> '1 file/s', '20_per_s' -> '20 files/s'."""
     rate = label.removesuffix("_per_s")
     return f"{rate} file/s" if rate == "1" else f"{rate} files/s"
+
+
+STREAM_TP = ("figures", "streaming", "throughput")
+STREAM_LAT = ("figures", "streaming", "latency", "append_to_committed")
+STREAM_CHANNEL_KEYS = ("1_channel", "8_channels")
+"""The streaming throughput figures (bench.streaming.channel_label of CHANNEL_COUNTS)."""
 
 
 def targets(slow_label: str) -> list[Target]:
@@ -78,6 +84,28 @@ def targets(slow_label: str) -> list[Target]:
             "rest_calls_per_s", "REST insertFiles (calls/s)", ("figures", "rest", "calls_per_s"), ">=", 300.0
         ),
         Target("rest_p99_ms", "REST insertFiles p99 (ms)", ("figures", "rest", "p99_ms"), "<=", 100.0),
+        # Issue 13: the table's rate is the 8-channel figure (one channel is one Spark task).
+        Target(
+            "streaming_rows_per_s",
+            "Streaming rows/s per table (8 channels)",
+            (*STREAM_TP, "8_channels", "rows_per_s"),
+            ">=",
+            200_000.0,
+        ),
+        Target(
+            "streaming_latency_p50_s",
+            "Streaming append→committed p50 (s)",
+            (*STREAM_LAT, "p50_s"),
+            "<=",
+            1.5,
+        ),
+        Target(
+            "streaming_latency_p99_s",
+            "Streaming append→committed p99 (s)",
+            (*STREAM_LAT, "p99_s"),
+            "<=",
+            3.0,
+        ),
     ]
 
 
@@ -92,14 +120,20 @@ def dig(data: dict[str, Any], path: tuple[str, ...]) -> Any:
 
 
 def ratios(figures: dict[str, Any]) -> dict[str, float | None]:
-    """Floe's throughput over the limit's and over the peer's (None when one side is missing)."""
+    """Floe's throughput over the limit's and over the peer's, and each streaming throughput over
+    the streaming limit (None when one side is missing)."""
     floe = dig(figures, ("throughput", "floe", "rows_per_s"))
     limit = dig(figures, ("throughput", "limit", "rows_per_s"))
     peer = dig(figures, ("throughput", "peer", "rows_per_s"))
-    return {
+    out: dict[str, float | None] = {
         "floe_over_limit": floe / limit if floe and limit else None,
         "floe_over_peer": floe / peer if floe and peer else None,
     }
+    stream_limit = dig(figures, ("streaming", "limit", "rows_per_s"))
+    for key in STREAM_CHANNEL_KEYS:
+        rate = dig(figures, ("streaming", "throughput", key, "rows_per_s"))
+        out[f"streaming_{key}_over_limit"] = rate / stream_limit if rate and stream_limit else None
+    return out
 
 
 def evaluate(result: dict[str, Any], slow_label: str) -> dict[str, dict[str, Any]]:
@@ -141,6 +175,11 @@ def missing_figures(result: dict[str, Any], parts: set[str], latency_labels: lis
         wanted.append(("figures", "notifications", "files_per_s"))
     if "rest" in parts:
         wanted += [("figures", "rest", "calls_per_s"), ("figures", "rest", "p99_ms")]
+    if "streaming" in parts:
+        wanted.append(("figures", "streaming", "limit", "rows_per_s"))
+        for key in STREAM_CHANNEL_KEYS:
+            wanted += [(*STREAM_TP, key, "rows_per_s"), ("ratios", f"streaming_{key}_over_limit")]
+        wanted += [(*STREAM_LAT, "p50_s"), (*STREAM_LAT, "p99_s")]
     return [".".join(p) for p in wanted if not isinstance(dig(result, p), int | float)]
 
 
@@ -313,6 +352,7 @@ def table_rows(result: dict[str, Any], slow_label: str) -> list[tuple[str, str, 
             "REST insertFiles (100 files each)", "rest_calls_per_s", lambda v: _num(v, ",.0f", " calls/s")
         )
         target_row("REST insertFiles p99", "rest_p99_ms", lambda v: _num(v, ".1f", " ms"))
+    rows += _streaming_rows(result, checks)
     for name, mem in f.get("memory", {}).items():
         rows.append(
             (
@@ -324,6 +364,57 @@ def table_rows(result: dict[str, Any], slow_label: str) -> list[tuple[str, str, 
         )
     for phase, message in result.get("errors", {}).items():
         rows.append((f"[red]{phase} failed[/]", message.splitlines()[0][:60], "", "[red]error[/]"))
+    return rows
+
+
+def _streaming_rows(
+    result: dict[str, Any], checks: dict[str, dict[str, Any]]
+) -> list[tuple[str, str, str, str]]:
+    """The streaming part's rows of the summary table."""
+    st: dict[str, Any] = result.get("figures", {}).get("streaming", {})
+    r = result.get("ratios", {})
+    rows: list[tuple[str, str, str, str]] = []
+
+    def target_row(label: str, key: str, fmt: Callable[[Any], str], note: str = "") -> None:
+        c = checks[key]
+        rows.append((label, fmt(c["value"]), f"{c['target']}{note}", _verdict(c["met"])))
+
+    for key in STREAM_CHANNEL_KEYS:
+        fig = st.get("throughput", {}).get(key)
+        if fig is None:
+            continue
+        spread = fig.get("rows_per_s_spread", {})
+        runs = len(fig.get("runs", []))
+        span = f"min {_num(spread.get('min'))}, max {_num(spread.get('max'))} ({runs} runs)"
+        name = f"Streaming {key.replace('_', ' ')} into one table"
+        if key == "8_channels":
+            target_row(name, "streaming_rows_per_s", lambda v: _num(v, ",.0f", " rows/s"), f"; {span}")
+        else:
+            rows.append((name, f"{_num(fig['rows_per_s'])} rows/s", span, ""))
+        ratio = r.get(f"streaming_{key}_over_limit")
+        if ratio is not None:
+            rows.append((f"  {key.replace('_', ' ')} / streaming limit", _num(ratio, ".2f"), "", ""))
+    if "limit" in st:
+        lim = st["limit"]
+        rows.append(
+            (
+                "Streaming limit (pyarrow read_json, cast, blob)",
+                f"{_num(lim['rows_per_s'])} rows/s",
+                f"{_num(lim.get('ndjson_mb'), '.0f')} MB of NDJSON, 1 process",
+                "",
+            )
+        )
+    lat = st.get("latency")
+    if lat is not None:
+        rate = f"{_num(lat.get('rate_rows_per_s'), 'g')} rows/s"
+        bound = f"; +≤ {_num(lat.get('poll_interval_s'), '.2f')} s poll"
+        for p in ("p50", "p99"):
+            target_row(
+                f"Streaming append→committed {p} at {rate}",
+                f"streaming_latency_{p}_s",
+                lambda v: _num(v, ".2f", " s"),
+                bound,
+            )
     return rows
 
 

@@ -1,5 +1,5 @@
 """Floe's benchmark harness (issue 5): throughput against two baselines, latency, notifications,
-REST and memory, printed as a table and written as JSON.
+REST, memory and row streaming (issue 13), printed as a table and written as JSON.
 
     .venv/bin/python -m bench.run             # full run   -> bench/results/latest.json  (make bench)
     .venv/bin/python -m bench.run --smoke     # tiny sizes -> bench/results/smoke.json   (make bench-smoke)
@@ -15,6 +15,9 @@ Parts (--only takes a comma-separated list of them):
                  SELECT and until COPY_HISTORY shows Loaded.
   notifications  the consumer alone: S3 event messages through dedup and enqueue, in files/s.
   rest           insertFiles calls per second with 100 files each, and their p99 (bench/rest.py).
+  streaming      Snowpipe Streaming (bench/streaming.py): rows/s into one table with 1 and with 8
+                 channels of Floe's client, append→committed p50/p99 at a steady rate, and pyarrow
+                 on the same rows as NDJSON (its limit).
   Aliases: throughput = floe,limit,peer; memory = floe; all = every part.
 
 LocalStack and Redis are started when they do not answer yet (and stopped again afterwards), at
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gc
 import json
 import signal
 import sys
@@ -59,18 +63,45 @@ from bench.latency import run_latency
 from bench.memory import MemorySampler
 from bench.notifications import run_notifications
 from bench.report import evaluate, machine, missing_figures, rate_text, ratios, render, versions
+from bench.streaming import (
+    APPEND_ROWS,
+    CHANNEL_COUNTS,
+    COMPRESSION,
+    MAX_CLIENT_LAG_MS,
+    CpuMeter,
+    channel_label,
+    ndjson,
+    redis_pid,
+    run_stream_latency,
+    run_stream_limit,
+    run_stream_throughput,
+    stream_rows,
+    warm_up,
+)
 from bench.throughput import WarmUp, run_floe
 from floe.settings import Settings
 from infra.stack import StackError, ensure_services, stop
 from infra.stack import status as stack_status
 
-PARTS: tuple[str, ...] = ("floe", "limit", "peer", "latency", "notifications", "rest")
+PARTS: tuple[str, ...] = ("floe", "limit", "peer", "latency", "notifications", "rest", "streaming")
 ALIASES: dict[str, tuple[str, ...]] = {
     "throughput": ("floe", "limit", "peer"),
     "memory": ("floe",),
     "all": PARTS,
 }
-STACK_PHASES = frozenset({"warmup", "warmup_load", "floe", "latency", "notifications", "rest"})
+STACK_PHASES = frozenset(
+    {
+        "warmup",
+        "warmup_load",
+        "floe",
+        "latency",
+        "notifications",
+        "rest",
+        "streaming_warmup",
+        *(f"streaming_{channel_label(n)}" for n in CHANNEL_COUNTS),
+        "streaming_latency",
+    }
+)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 FULL: dict[str, Any] = {
@@ -85,6 +116,11 @@ FULL: dict[str, Any] = {
     "rest_seconds": 10.0,
     "rest_concurrency": 16,
     "rest_files": 100,
+    "stream_rows": 2_000_000,
+    "stream_repeats": 3,
+    "stream_rate": 1_000.0,
+    "stream_seconds": 30.0,
+    "stream_append_rows": 50,
     "out": RESULTS_DIR / "latest.json",
     "overlap": False,
     "warmup": True,
@@ -99,6 +135,9 @@ SMOKE: dict[str, Any] = {
     "notifications": 300,
     "rest_seconds": 2.0,
     "rest_concurrency": 8,
+    "stream_rows": 20_000,
+    "stream_repeats": 1,
+    "stream_seconds": 5.0,
     "out": RESULTS_DIR / "smoke.json",
     "overlap": True,
     "warmup": True,
@@ -134,7 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     def sizes(key: str) -> str:
-        return f"(full {FULL[key]:g}, smoke {SMOKE[key]:g})"
+        def text(value: float) -> str:
+            return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+        return f"(full {text(FULL[key])}, smoke {text(SMOKE[key])})"
 
     p.add_argument("--smoke", action="store_true", help="tiny sizes, under a minute; writes smoke.json")
     p.add_argument(
@@ -186,6 +228,26 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="OPTS",
         help="spark.driver.extraJavaOptions of the Spark peer, as --peer-java-options='-X...' (full: "
         "none; smoke: C1 JIT only and the serial GC, which save CPU on a run this short)",
+    )
+    g = p.add_argument_group("streaming")
+    g.add_argument(
+        "--stream-rows", type=int, help=f"rows per streaming throughput run {sizes('stream_rows')}"
+    )
+    g.add_argument(
+        "--stream-repeats",
+        type=int,
+        help=f"runs of each streaming throughput figure and of its limit {sizes('stream_repeats')}",
+    )
+    g.add_argument(
+        "--stream-rate", type=float, help=f"rows per second of the latency channel {sizes('stream_rate')}"
+    )
+    g.add_argument(
+        "--stream-seconds", type=float, help=f"seconds of the latency channel {sizes('stream_seconds')}"
+    )
+    g.add_argument(
+        "--stream-append-rows",
+        type=int,
+        help=f"rows per append of the latency channel {sizes('stream_append_rows')}",
     )
     g = p.add_argument_group("housekeeping")
     g.add_argument(
@@ -295,6 +357,21 @@ class Run:
                 "concurrency": a.rest_concurrency,
                 "files_per_call": a.rest_files,
             },
+            "streaming": {
+                "rows": a.stream_rows,
+                "repeats": a.stream_repeats,
+                "channels": list(CHANNEL_COUNTS),
+                "columns": "ID INT, KIND VARCHAR, AMOUNT NUMBER(10,2), SCORE FLOAT, FLAG BOOLEAN, "
+                "TS TIMESTAMP_NTZ through the default pipe; JSON int, string, decimal text, float, "
+                "boolean, ISO text",
+                "latency_rate_rows_per_s": a.stream_rate,
+                "latency_seconds": a.stream_seconds,
+                "latency_rows_per_append": a.stream_append_rows,
+                "rows_per_append_call": APPEND_ROWS,
+                "max_client_lag_ms": MAX_CLIENT_LAG_MS,
+                "compression": COMPRESSION,
+                "seed": a.seed,
+            },
             "spark_master": self.base.pipeline.spark_master,
             "pipeline_partitions": self.base.pipeline.partitions,
             "overlap": a.overlap,
@@ -329,8 +406,9 @@ class Run:
         harness works.
         """
         a = self.args
-        need_stack = bool(self.parts & {"floe", "latency", "notifications", "rest"})
+        need_stack = bool(self.parts & {"floe", "latency", "notifications", "rest", "streaming"})
         dataset = self.dataset(progress) if self.parts & {"floe", "limit", "peer"} else None
+        rows = self.stream_data(progress) if "streaming" in self.parts else None
         if a.overlap and need_stack:
             self.launch_stack()
         if dataset is not None and "peer" in self.parts:
@@ -339,28 +417,42 @@ class Run:
                 self.collect_peer(progress)
         if dataset is not None and "limit" in self.parts:
             self.limit(progress, dataset)
+        if rows is not None:
+            self.stream_limit(progress, rows)
         if need_stack:
-            if self.stack is None:
-                self.launch_stack()
-            warming = a.warmup and bool(self.parts & {"floe", "latency"})
-            warm: WarmUp | None = None
-            # The warm-up files go in as soon as the API and the consumer answer: the Spark job
-            # picks them up the moment its stream starts.
-            if warming and self.stack_ready(progress, ("api", "consumer")):
-                warm = self.start_warmup(progress)
-            if self.stack_ready(progress, FLOE_PROCESSES):
-                apart = ("notifications", "rest")  # the parts that leave the Spark job alone
-                if a.overlap:
-                    self.apart(progress, apart)
-                if not warming or self.finish_warmup(progress, warm):
-                    if dataset is not None and "floe" in self.parts:
-                        self.floe(progress, dataset)
-                    if "latency" in self.parts:
-                        self.latency(progress)
-                if not a.overlap:
-                    self.apart(progress, apart)
+            self.stack_parts(progress, dataset, rows)
         if self.peer_run is not None and not self.peer_collected:
             self.collect_peer(progress)
+
+    def stack_parts(
+        self, progress: Progress, dataset: Dataset | None, rows: list[dict[str, Any]] | None
+    ) -> None:
+        """The parts that need the Floe processes, which are started here unless running already."""
+        a = self.args
+        if self.stack is None:
+            self.launch_stack()
+        warming = a.warmup and bool(self.parts & {"floe", "latency"})
+        warm: WarmUp | None = None
+        # The warm-up files go in as soon as the API and the consumer answer: the Spark job
+        # picks them up the moment its stream starts.
+        if warming and self.stack_ready(progress, ("api", "consumer")):
+            warm = self.start_warmup(progress)
+        if not self.stack_ready(progress, FLOE_PROCESSES):
+            return
+        apart = ("notifications", "rest")  # the parts that leave the Spark job alone
+        if a.overlap:
+            self.apart(progress, apart)
+        if not warming or self.finish_warmup(progress, warm):
+            if dataset is not None and "floe" in self.parts:
+                self.floe(progress, dataset)
+            if "latency" in self.parts:
+                self.latency(progress)
+        # Row streaming warms its own path (its first appends), so a failed file warm-up does not
+        # keep it from running.
+        if rows is not None:
+            self.streaming(progress, rows)
+        if not a.overlap:
+            self.apart(progress, apart)
 
     def apart(self, progress: Progress, parts: tuple[str, ...]) -> None:
         """The selected ones of the parts that leave the Spark job alone."""
@@ -550,6 +642,102 @@ class Run:
             self.result["figures"]["rest"] = result
             progress.console.print(
                 f"[green]✓[/] rest: {result['calls_per_s']:,.0f} calls/s, p99 {result['p99_ms']:.1f} ms"
+            )
+
+    def stream_data(self, progress: Progress) -> list[dict[str, Any]]:
+        """The rows every streaming throughput run appends (and the limit reads), made up front."""
+        a = self.args
+        task = progress.add_task(f"streaming: generating {a.stream_rows:,} rows", total=None)
+        rows = stream_rows(0, a.stream_rows, a.seed)
+        # Millions of dicts held for the whole run would make every full collection of the
+        # cyclic GC scan them all, inside the timed appends; a real loader holds a few batches.
+        gc.freeze()
+        progress.remove_task(task)
+        return rows
+
+    def stream_limit(self, progress: Progress, rows: list[dict[str, Any]]) -> None:
+        """pyarrow on the streaming rows as NDJSON (bench/streaming.py)."""
+        a = self.args
+        task = progress.add_task("streaming limit: pyarrow read_json, cast, blob", total=None)
+        enc = self.settings.encryption
+        key = enc.resolve_master_key()
+        limit = self.phase(
+            "streaming_limit",
+            progress,
+            lambda: run_stream_limit(
+                ndjson(rows),
+                len(rows),
+                self.run_dir / "stream-limit",
+                enc.master_key_id,
+                key,
+                a.stream_repeats,
+            ),
+        )
+        progress.remove_task(task)
+        if limit:
+            self.result["figures"].setdefault("streaming", {})["limit"] = limit
+            progress.console.print(
+                f"[green]✓[/] streaming limit: {limit['rows_per_s']:,.0f} rows/s "
+                f"({limit['ndjson_mb']:.0f} MB of NDJSON, median of {a.stream_repeats})"
+            )
+
+    def streaming(self, progress: Progress, rows: list[dict[str, Any]]) -> None:
+        """Snowpipe Streaming: warm-up, rows/s with 1 and 8 channels, append→committed latency."""
+        assert self.stack is not None
+        a, stack = self.args, self.stack
+        out = self.result["figures"].setdefault("streaming", {})
+        partitions = self.settings.pipeline.partitions
+        task = progress.add_task("streaming: warm-up append", total=None)
+        warm = self.phase("streaming_warmup", progress, warm_up, stack, partitions)
+        progress.remove_task(task)
+        if warm is None:
+            return
+        out["warmup_s"] = warm
+        progress.console.print(f"[green]✓[/] streaming warm-up: first rows committed in {warm:.1f} s")
+        sessions = {name: stack.sid(name) for name in FLOE_PROCESSES}
+        meter = CpuMeter(sessions, redis_pid(stack))
+        bars = _Bars(progress, lambda label: f"streaming {label} (rows committed)")
+        for n in CHANNEL_COUNTS:
+            key = channel_label(n)
+            tp = self.phase(
+                f"streaming_{key}",
+                progress,
+                run_stream_throughput,
+                stack,
+                rows,
+                n,
+                a.stream_repeats,
+                partitions,
+                meter,
+                on_progress=bars.update,
+            )
+            if tp:
+                out.setdefault("throughput", {})[key] = tp
+                s = tp["rows_per_s_spread"]
+                progress.console.print(
+                    f"[green]✓[/] streaming {key.replace('_', ' ')}: {tp['rows_per_s']:,.0f} rows/s "
+                    f"(min {s['min']:,.0f}, max {s['max']:,.0f}; {tp['rows']:,} rows)"
+                )
+        bars.close()
+        bars = _Bars(progress, lambda label: f"streaming {label} (appends committed)")
+        lat = self.phase(
+            "streaming_latency",
+            progress,
+            run_stream_latency,
+            stack,
+            rate=a.stream_rate,
+            seconds=a.stream_seconds,
+            rows_per_append=a.stream_append_rows,
+            seed=a.seed,
+            on_progress=bars.update,
+        )
+        bars.close()
+        if lat:
+            out["latency"] = lat
+            q = lat["append_to_committed"]
+            progress.console.print(
+                f"[green]✓[/] streaming latency at {a.stream_rate:g} rows/s: append→committed "
+                f"p50 {q['p50_s']:.2f} s p99 {q['p99_s']:.2f} s ({lat['appends']} appends)"
             )
 
     def shutdown(self, interrupted: bool) -> None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import io
+import zlib
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
+import pyarrow.json as pajson
 import pytest
 
 from bench.dataset import CSV_COLUMNS, csv_text, ensure_dataset, target_schema
@@ -18,9 +21,25 @@ from bench.harness import isolated_settings
 from bench.latency import percentile, summary
 from bench.memory import parse_kib, parse_stat_session
 from bench.notifications import s3_event
-from bench.report import evaluate, missing_figures, ratios, table_rows
+from bench.report import STREAM_CHANNEL_KEYS, evaluate, missing_figures, ratios, table_rows
 from bench.run import PARTS, build_parser, parse_parts, resolve
+from bench.streaming import (
+    CHANNEL_COUNTS,
+    JSON_READ_SCHEMA,
+    balanced_channels,
+    channel_label,
+    ndjson,
+    parse_machine_ticks,
+    parse_stat_cpu_ticks,
+    slices,
+    spread,
+    stream_rows,
+    stream_table,
+    to_table_schema,
+)
 from floe.settings import Settings
+from floe.streaming.rows import parse_rows
+from floe.types import arrow_schema
 from services.notifications import parse_message
 
 pytestmark = pytest.mark.unit
@@ -162,3 +181,80 @@ def test_isolated_settings_survive_the_trip_through_the_environment(
     assert rebuilt.redis.resolve_password() == mine.redis.resolve_password()
     unsecret = {"redis": {"password"}}
     assert rebuilt.model_dump(exclude=unsecret) == mine.model_dump(exclude=unsecret)
+
+
+def test_streaming_rows_are_deterministic_and_load_as_the_tables_types() -> None:
+    assert stream_rows(100, 50) == stream_rows(100, 50)
+    assert stream_rows(100, 50) != stream_rows(100, 50, seed=8)
+    rows = stream_rows(0, 500)
+    assert [r["id"] for r in rows] == list(range(500))
+    data = ndjson(rows)
+    assert parse_rows(data).count == 500  # the server takes the bytes the limit reads
+    schema = arrow_schema(stream_table())
+    assert [f.name for f in schema] == [n.upper() for n in JSON_READ_SCHEMA.names]
+    raw = pajson.read_json(
+        io.BytesIO(data), parse_options=pajson.ParseOptions(explicit_schema=JSON_READ_SCHEMA)
+    )
+    typed = to_table_schema(raw, schema)
+    assert typed.schema == schema and typed.num_rows == 500
+    first = typed.slice(0, 1).to_pylist()[0]
+    assert first["AMOUNT"] == Decimal(rows[0]["amount"]) and first["ID"] == 0
+    assert first["TS"] == dt.datetime.fromisoformat(rows[0]["ts"])
+    assert set(typed["FLAG"].to_pylist()) == {True, False}
+
+
+def test_balanced_channels_spread_over_the_partitions() -> None:
+    for count, parts in ((8, 2), (1, 2), (3, 2), (5, 3), (4, 1)):
+        names = balanced_channels("ch-", count, parts)
+        assert len(set(names)) == count
+        per_part = [sum(1 for n in names if zlib.crc32(n.encode()) % parts == p) for p in range(parts)]
+        assert max(per_part) - min(per_part) <= 1
+    assert balanced_channels("ch-", 8, 2) == balanced_channels("ch-", 8, 2)
+    assert balanced_channels("ch-", 2, 0) == balanced_channels("ch-", 2, 1)
+
+
+def test_slices_and_spread() -> None:
+    assert slices(10, 3) == [range(0, 3), range(3, 6), range(6, 10)]
+    assert [len(r) for r in slices(20_000, 8)] == [2_500] * 8
+    assert slices(2, 8)[0] == range(0, 0) and sum(len(r) for r in slices(2, 8)) == 2
+    assert spread([3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0}
+
+
+def test_cpu_parsing() -> None:
+    stat = "99 (python (x) y) S 1 99 99 0 -1 4194560 10 0 0 0 150 25 3 4 20 0 1 0"
+    assert parse_stat_cpu_ticks(stat) == 175
+    busy, total = parse_machine_ticks("cpu  100 5 50 800 20 3 2 0 7 0\ncpu0 1 2 3 4\n")
+    assert (busy, total) == (160, 980)
+
+
+def test_streaming_ratios_targets_and_rows() -> None:
+    assert tuple(channel_label(n) for n in CHANNEL_COUNTS) == STREAM_CHANNEL_KEYS
+
+    def fig(rate: float) -> dict[str, Any]:
+        return {"rows_per_s": rate, "rows_per_s_spread": spread([rate]), "runs": [{}]}
+
+    r = _result(
+        streaming={
+            "limit": {"rows_per_s": 1_000_000.0, "ndjson_mb": 250.0},
+            "throughput": {"1_channel": fig(100_000.0), "8_channels": fig(250_000.0)},
+            "latency": {
+                "rate_rows_per_s": 1000.0,
+                "poll_interval_s": 0.05,
+                "append_to_committed": {"p50_s": 1.0, "p99_s": 3.5},
+            },
+        }
+    )
+    assert r["ratios"]["streaming_1_channel_over_limit"] == pytest.approx(0.1)
+    assert r["ratios"]["streaming_8_channels_over_limit"] == pytest.approx(0.25)
+    checks = evaluate(r, "1_per_s")
+    assert checks["streaming_rows_per_s"]["met"] is True
+    assert checks["streaming_latency_p50_s"]["met"] is True
+    assert checks["streaming_latency_p99_s"]["met"] is False
+    assert missing_figures(r, {"streaming"}, []) == []
+    labels = [row[0] for row in table_rows(r, "1_per_s")]
+    assert labels[:2] == ["Streaming 1 channel into one table", "  1 channel / streaming limit"]
+    assert sum("Streaming append→committed" in label for label in labels) == 2
+    missing = missing_figures(_result(streaming={"limit": {"rows_per_s": 1.0}}), {"streaming"}, [])
+    assert "figures.streaming.throughput.8_channels.rows_per_s" in missing
+    assert "ratios.streaming_1_channel_over_limit" in missing
+    assert "figures.streaming.latency.append_to_committed.p99_s" in missing
