@@ -40,7 +40,7 @@ from pipeline.chunks import (
     decompressed,
     record_chunks,
 )
-from pipeline.formats import FileParseError, read_csv_part, read_raw
+from pipeline.formats import FileParseError, read_checked_lines, read_csv_part, read_raw
 from pipeline.transform import CompiledCopy, FileCopy, apply_copy, compile_copy, failed_file, new_connection
 
 log = logging.getLogger("floe.pipeline.loader")
@@ -179,19 +179,30 @@ def fetch_file(w: _Worker, pipe: Pipe, path: str, *, stream: bool = True) -> byt
 
 
 def transform_file(
-    w: _Worker, pipe: Pipe, table: Table, path: str, data: bytes, *, streamable: bool = False
+    w: _Worker,
+    pipe: Pipe,
+    table: Table,
+    path: str,
+    data: bytes,
+    *,
+    streamable: bool = False,
+    checked_lines: bool = False,
 ) -> tuple[pa.Table | None, LoadOutcome]:
     """Parse one file's bytes and apply the pipe's COPY; returns its rows (or None) and its outcome.
 
     A file that decompresses past ``pipeline.max_part_bytes`` fails, or with ``streamable`` raises
-    PartTooLarge for the caller to stream it instead.
+    PartTooLarge for the caller to stream it instead. ``checked_lines``: the bytes are a streaming
+    append the API checked (one JSON object per line), split rather than parsed.
     """
     location = f"{pipe.bucket}/{pipe.object_key(path)}"
     compiled: CompiledCopy | None = None
     try:
         compiled = w.compiled_for(pipe, table)
         fmt = pipe.copy_spec.file_format
-        raw = read_raw(data, fmt, path=path, max_bytes=w.settings.pipeline.max_part_bytes)
+        if checked_lines:
+            raw = read_checked_lines(data, fmt, path)
+        else:
+            raw = read_raw(data, fmt, path=path, max_bytes=w.settings.pipeline.max_part_bytes)
         rows, result = apply_copy(compiled, raw, filename=path, con=w.con)
     except FileLoadError as exc:
         if streamable and isinstance(exc, PartTooLarge):
@@ -437,7 +448,7 @@ def load_appends(
                     task.path, "the rows are gone: the channel was dropped", system=False
                 )
             else:
-                rows, outcome = transform_file(w, pipe, table, task.path, data)
+                rows, outcome = transform_file(w, pipe, table, task.path, data, checked_lines=True)
                 if rows is not None and rows.num_rows:
                     pieces.append(rows)
                     loaded.append(task.path)

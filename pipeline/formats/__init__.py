@@ -24,6 +24,7 @@ Other packages import from here, not from the modules.
 """
 
 from pipeline.formats.csv_records import check_csv_options, field_spans, read_csv, read_csv_part
+from pipeline.formats.json_documents import read_checked_lines
 from pipeline.formats.raw import (
     CODE_END_OF_RECORD,
     CODE_EXTRA_FIELD,
@@ -47,6 +48,7 @@ __all__ = [
     "check_csv_options",
     "end_of_record_message",
     "field_spans",
+    "read_checked_lines",
     "read_csv",
     "read_csv_part",
     "read_raw",

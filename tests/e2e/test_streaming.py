@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable, Iterator
 from datetime import date
 from decimal import Decimal
 from typing import Any
@@ -64,19 +65,35 @@ class Rest:
         return dict(resp.json()["channel_statuses"].get(channel) or {})
 
 
+@pytest.fixture
+def rest_for(stack: Stack) -> Iterator[Callable[[str], Rest]]:
+    """Rest clients on the stack for a pipe each, closed after the test."""
+    made: list[Rest] = []
+
+    def make(pipe: str) -> Rest:
+        made.append(Rest(stack, pipe))
+        return made[-1]
+
+    yield make
+    for rest in made:
+        rest.http.close()
+
+
 def committed(rest: Rest, channel: str, token: str) -> dict[str, Any] | None:
     status = rest.status(channel)
     return status if status.get("last_committed_offset_token") == token else None
 
 
-def test_rows_load_through_a_transform_with_their_offset_token(stack: Stack) -> None:
+def test_rows_load_through_a_transform_with_their_offset_token(
+    stack: Stack, rest_for: Callable[[str], Rest]
+) -> None:
     table, pipe = unique("t_"), unique("p_")
     stack.sql(f"CREATE TABLE {table} (id INT, kind VARCHAR, amount NUMBER(10,2))")
     stack.sql(
         f"CREATE PIPE {pipe} AS COPY INTO {table} FROM (SELECT $1:id, UPPER($1:kind), "
         "$1:amount::NUMBER(10,2) FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING')))"
     )
-    rest = Rest(stack, pipe)
+    rest = rest_for(pipe)
     opened = rest.open("partition-7")
     assert opened["channel_status"]["last_committed_offset_token"] is None
     rows = [{"id": i, "kind": f"k{i % 3}", "amount": f"{i}.25"} for i in range(1, 1001)]
@@ -95,10 +112,10 @@ def test_rows_load_through_a_transform_with_their_offset_token(stack: Stack) -> 
     assert rest.open("partition-7")["channel_status"]["last_committed_offset_token"] == "1000"
 
 
-def test_bad_rows_are_counted_and_the_rest_load(stack: Stack) -> None:
+def test_bad_rows_are_counted_and_the_rest_load(stack: Stack, rest_for: Callable[[str], Rest]) -> None:
     table = unique("t_")
     stack.sql(f"CREATE TABLE {table} (id INT NOT NULL, amount NUMBER(10,2))")
-    rest = Rest(stack, f"{table}-STREAMING")
+    rest = rest_for(f"{table}-STREAMING")
     opened = rest.open("c")
     rows: list[dict[str, Any]] = [
         {"id": 1, "amount": 1.5},
@@ -118,7 +135,9 @@ def test_bad_rows_are_counted_and_the_rest_load(stack: Stack) -> None:
     ]
 
 
-def test_a_reopen_drops_the_old_writers_uncommitted_rows(stack: Stack) -> None:
+def test_a_reopen_drops_the_old_writers_uncommitted_rows(
+    stack: Stack, rest_for: Callable[[str], Rest]
+) -> None:
     """Pause the pipe so the first writer's append waits, reopen, resume: it never commits."""
     table, pipe = unique("t_"), unique("p_")
     stack.sql(f"CREATE TABLE {table} (id INT)")
@@ -127,7 +146,7 @@ def test_a_reopen_drops_the_old_writers_uncommitted_rows(stack: Stack) -> None:
         "FROM (SELECT $1:id FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING')))"
     )
     stack.sql(f"ALTER PIPE {pipe} SET PIPE_EXECUTION_PAUSED = TRUE")
-    rest = Rest(stack, pipe)
+    rest = rest_for(pipe)
     old = rest.open("c")["next_continuation_token"]
     assert rest.append("c", old, [{"id": 1}, {"id": 2}], "1", "2").status_code == 200
     new = rest.open("c")["next_continuation_token"]

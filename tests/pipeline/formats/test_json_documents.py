@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from floe.catalog.models import FileFormat
 from floe.errors import FileLoadError
-from pipeline.formats import FileParseError, RawFile, read_raw
+from floe.streaming.rows import parse_rows
+from pipeline.formats import FileParseError, RawFile, read_checked_lines, read_raw
 
 pytestmark = pytest.mark.unit
 
@@ -67,3 +72,32 @@ def test_json_invalid_utf8_names_the_line_its_place_and_its_bytes_as_snowflake_d
         2,
         8,
     )
+
+
+@given(
+    st.lists(
+        st.dictionaries(
+            st.text(max_size=5),
+            st.one_of(
+                st.integers(-(2**63), 2**63 - 1),
+                st.text(max_size=8),
+                st.none(),
+                st.booleans(),
+                st.floats(allow_nan=False, allow_infinity=False),
+            ),
+            max_size=4,
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_checked_lines_read_as_read_json_reads_them(rows: list[dict[str, Any]]) -> None:
+    """A streaming append the API checked is split into the documents read_json would find."""
+    body = parse_rows(b"".join(orjson.dumps(r) + b"\n" for r in rows)).data
+    fmt = FileFormat(type="JSON")
+    fast, slow = read_checked_lines(body, fmt, "c/x/1"), read_raw(body, fmt, path="c/x/1")
+    assert [json.loads(d) for d in fast.table.column("c1").to_pylist()] == rows
+    assert fast.table.column("c1").to_pylist() == slow.table.column("c1").to_pylist()
+    assert fast.row_numbers.to_pylist() == slow.row_numbers.to_pylist()
+    assert fast.line_numbers.to_pylist() == slow.line_numbers.to_pylist()
+    assert (fast.rows_parsed, fast.errors) == (slow.rows_parsed, slow.errors) == (len(rows), [])
