@@ -262,18 +262,21 @@ class ChannelStore:
             self.drop(PipeRef(pipe_id, "", "", ""), name.decode(), fail_on_uncommitted=False)
         return len(stale)
 
-    def statuses(self, ref: PipeRef, channels: Sequence[str]) -> dict[str, ChannelStatus]:
-        """The status of each named channel that exists (the others are left out)."""
-        k = self._keys
+    def states(self, pipe_id: str, channels: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The raw state hash of each named channel that exists, in one round trip."""
         with self._r.pipeline(transaction=False) as p:
             for name in channels:
-                p.hgetall(k.channel(ref.pipe_id, name))
-            states = cast(list[dict[bytes, bytes]], p.execute())
+                p.hgetall(self._keys.channel(pipe_id, name))
+            found = cast(list[dict[bytes, bytes]], p.execute())
         return {
-            name: _status(ref, name, {a.decode(): b.decode() for a, b in state.items()})
-            for name, state in zip(channels, states, strict=True)
+            name: {a.decode(): b.decode() for a, b in state.items()}
+            for name, state in zip(channels, found, strict=True)
             if state
         }
+
+    def statuses(self, ref: PipeRef, channels: Sequence[str]) -> dict[str, ChannelStatus]:
+        """The status of each named channel that exists (the others are left out)."""
+        return {name: _status(ref, name, h) for name, h in self.states(ref.pipe_id, channels).items()}
 
 
 def _status(ref: PipeRef, name: str, h: dict[str, str]) -> ChannelStatus:

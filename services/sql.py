@@ -52,7 +52,7 @@ from floe.catalog.ddl import (
     ShowChannels,
     parse,
 )
-from floe.channels import ChannelStore, channel_state
+from floe.channels import ChannelStore
 from floe.errors import CompilationError, PermissionDenied, SqlError
 from floe.keys import Keys
 from floe.settings import Settings
@@ -622,12 +622,9 @@ class SqlExecutor:
 
     def _channel_rows(self, pipe: Pipe, now: int) -> list[dict[str, Any]]:
         db, schema, name = _parts(pipe.name)
-        names = self.channels.names(pipe.id, now)
         out = []
-        for channel in names:
-            state = channel_state(self.redis, self.keys, pipe.id, channel)
-            if not state:
-                continue  # dropped between the listing and now
+        states = self.channels.states(pipe.id, self.channels.names(pipe.id, now))
+        for channel, state in states.items():
             out.append(
                 {
                     "created_on": created(int(state.get("created_ms") or 0)),
