@@ -38,7 +38,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
@@ -51,7 +50,7 @@ from floe.blobs import crypto_from_settings, write_blob
 from floe.catalog.ddl import CreateTable, parse
 from floe.catalog.models import Table
 from floe.streaming import StreamingIngestClient
-from floe.streaming.validation import serialize_row
+from floe.streaming.validation import row_line
 from floe.tls import api_base_url
 from floe.types import arrow_schema
 
@@ -110,9 +109,8 @@ def stream_rows(start: int, n: int, seed: int = 7) -> list[dict[str, Any]]:
 
 
 def ndjson(rows: Sequence[Mapping[str, Any]]) -> bytes:
-    """The rows as the client sends them: one ``serialize_row`` JSON object per line."""
-    dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
-    return b"".join(dumps(serialize_row(r), option=newline) for r in rows)
+    """The rows as the client sends them: one ``row_line`` per row."""
+    return b"".join([row_line(r) for r in rows])
 
 
 def stream_table(name: str = "FLOE.PUBLIC.BENCH_STREAM") -> Table:

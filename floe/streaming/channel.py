@@ -24,8 +24,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from floe.streaming import protocol as wire
 from floe.streaming.protocol import ChannelStatus
 from floe.streaming.transport import (
@@ -41,7 +39,7 @@ from floe.streaming.transport import (
     StreamingRequestError,
     StreamingTimeout,
 )
-from floe.streaming.validation import ColumnSpec, RowError, serialize_row, validate_rows
+from floe.streaming.validation import ColumnSpec, RowError, row_line, validate_rows
 
 log = logging.getLogger("floe.streaming.client")
 
@@ -266,7 +264,7 @@ class Flusher:
         """Stop the threads (without waiting for them) and close every channel; the rows dropped."""
         with self.cond:
             self.stopping = True
-            dropped = sum(len(b.lines) for ch in self.open.values() for b in ch._pending)
+            dropped = sum(b.rows for ch in self.open.values() for b in ch._pending)
             for ch in list(self.open.values()):
                 ch._close_locked("the client was closed")
             for condition in (self.cond, self.schedule, self.work, self.passed):
@@ -392,7 +390,7 @@ class StreamingIngestChannel:
         batch = list(rows)
         if not batch:
             return InsertValidationResponse()
-        lines, errors = self._serialize(batch)
+        data, ends, errors = self._serialize(batch)
         if self._on_error != "CONTINUE":
             flagged = validate_rows(batch, self._column_specs())
             seen = {e.row_index for e in flagged}
@@ -411,9 +409,8 @@ class StreamingIngestChannel:
                 return InsertValidationResponse(errors)
         # CONTINUE: the server counts invalid rows, but rows that cannot even be encoded or sent
         # are left out here and reported, as the classic SDK's CONTINUE returns its errors.
-        sendable = [line for line in lines if line is not None]
-        if sendable:
-            self._buffer(sendable, start_offset_token, end_offset_token)
+        if ends:
+            self._buffer(data, ends, start_offset_token, end_offset_token)
         return InsertValidationResponse(errors)
 
     def _column_specs(self) -> list[ColumnSpec]:
@@ -426,42 +423,43 @@ class StreamingIngestChannel:
                 ) from None
         return self._columns
 
-    def _serialize(self, rows: list[Mapping[str, Any]]) -> tuple[list[bytes | None], list[RowError]]:
-        """Each row's NDJSON line (None where it cannot be sent), and why not."""
-        lines: list[bytes | None] = []
+    def _serialize(self, rows: list[Mapping[str, Any]]) -> tuple[bytes, list[int], list[RowError]]:
+        """The rows that can be sent as NDJSON, where each one's line ends, and why the others not."""
+        buf = bytearray()
+        ends: list[int] = []
         errors: list[RowError] = []
+        fits_alone = self._planner.fits_alone
         for i, row in enumerate(rows):
-            line: bytes | None = None
-            if not isinstance(row, Mapping):
+            if type(row) is not dict and not isinstance(row, Mapping):
                 errors.append(RowError(i, None, f"a row must be a mapping (dict), not {type(row).__name__}"))
-            else:
-                try:
-                    line = orjson.dumps(serialize_row(row), option=orjson.OPT_APPEND_NEWLINE)
-                except TypeError as exc:  # orjson.JSONEncodeError is one too (say, a lone surrogate)
-                    errors.append(RowError(i, None, f"the row cannot be sent: {exc}"))
-                else:
-                    if not self._planner.fits_alone(line):
-                        errors.append(
-                            RowError(
-                                i,
-                                None,
-                                f"the row is {len(line)} bytes as JSON; a row may have at most "
-                                f"{wire.MAX_ROW_BYTES} bytes and must fit one "
-                                f"{wire.MAX_BODY_BYTES}-byte append",
-                            )
-                        )
-                        line = None
-            lines.append(line)
-        return lines, errors
+                continue
+            try:
+                line = row_line(row)
+            except TypeError as exc:  # orjson.JSONEncodeError is one too (say, a lone surrogate)
+                errors.append(RowError(i, None, f"the row cannot be sent: {exc}"))
+                continue
+            if not fits_alone(line):
+                errors.append(
+                    RowError(
+                        i,
+                        None,
+                        f"the row is {len(line)} bytes as JSON; a row may have at most "
+                        f"{wire.MAX_ROW_BYTES} bytes and must fit one {wire.MAX_BODY_BYTES}-byte append",
+                    )
+                )
+                continue
+            buf += line
+            ends.append(len(buf))
+        return bytes(buf), ends, errors
 
-    def _buffer(self, lines: list[bytes], start: str | None, end: str | None) -> None:
-        raw = sum(len(line) for line in lines)
+    def _buffer(self, data: bytes, ends: list[int], start: str | None, end: str | None) -> None:
+        raw = len(data)
         f = self._flusher
         with f.cond:
             self._wait_for_room_locked()
             self._appended_seq += 1
             was_empty = not self._pending
-            self._pending.append(Batch(self._appended_seq, lines, start, end, raw, self._ctx.clock()))
+            self._pending.append(Batch(self._appended_seq, data, ends, start, end, self._ctx.clock()))
             self._pending_bytes += raw
             f.buffered_bytes += raw
             f.waiting.add(self)

@@ -15,8 +15,10 @@ import random
 import ssl
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
@@ -421,20 +423,47 @@ class Codec:
 
 @dataclass
 class Batch:
-    """The rows of one append_rows call, serialized as NDJSON lines, with its offset tokens."""
+    """The rows of one append_rows call as NDJSON, with its offset tokens.
+
+    One buffer and the end offset of each row in it, not a bytes object per row: a client holding
+    millions of rows keeps a few large blocks, which costs a fraction of the per-row allocations.
+    """
 
     seq: int
     """Position among the channel's buffered batches (1, 2, ...): wait_for_flush waits for one."""
-    lines: list[bytes]
+    data: bytes
+    """The rows' NDJSON lines, each ending in a newline."""
+    ends: list[int]
+    """Where each row's line ends in ``data`` (ascending; the last is ``len(data)``)."""
     start: str | None
     end: str | None
-    raw_bytes: int
     appended_at: float
+
+    @classmethod
+    def of_lines(
+        cls, seq: int, lines: Sequence[bytes], start: str | None, end: str | None, appended_at: float
+    ) -> Batch:
+        """A batch of the given lines (each ending in a newline)."""
+        return cls(seq, b"".join(lines), list(accumulate(map(len, lines))), start, end, appended_at)
+
+    @property
+    def rows(self) -> int:
+        """How many rows the batch holds."""
+        return len(self.ends)
+
+    @property
+    def raw_bytes(self) -> int:
+        """The batch's size uncompressed."""
+        return len(self.data)
 
     @property
     def effective_start(self) -> str | None:
         """The start token; a call that gave only an end token starts and ends at it."""
         return self.start if self.start is not None else self.end
+
+    def offset(self, row: int) -> int:
+        """Where row ``row`` begins in ``data``."""
+        return self.ends[row - 1] if row else 0
 
 
 @dataclass
@@ -450,7 +479,32 @@ class Request:
     """The last batch whose final row this request carries: once it succeeds, that batch is flushed."""
 
 
-_Row = tuple[bytes, Batch, bool, bool]  # line, its batch, first of the batch, last of the batch
+@dataclass(frozen=True)
+class _Piece:
+    """Rows ``lo`` .. ``hi - 1`` of one batch, all in one request."""
+
+    batch: Batch
+    lo: int
+    hi: int
+
+    @property
+    def rows(self) -> int:
+        return self.hi - self.lo
+
+    @property
+    def first(self) -> bool:
+        return self.lo == 0
+
+    @property
+    def last(self) -> bool:
+        return self.hi == self.batch.rows
+
+    def data(self) -> memoryview:
+        return memoryview(self.batch.data)[self.batch.offset(self.lo) : self.batch.ends[self.hi - 1]]
+
+    def split(self, rows: int) -> tuple[_Piece, _Piece]:
+        cut = self.lo + rows
+        return _Piece(self.batch, self.lo, cut), _Piece(self.batch, cut, self.hi)
 
 
 class Planner:
@@ -475,46 +529,73 @@ class Planner:
         )
 
     def requests(self, batches: Sequence[Batch]) -> Iterator[Request]:
-        """The appends for ``batches``, in order; planned lazily, so only one body is held at a time."""
-        chunk: list[_Row] = []
-        raw = 0
-        limit = self.raw_limit()
+        """The appends for ``batches``, in order; planned lazily, so only one body is held at a time.
+
+        A request takes whole rows while they fit its budget (a row alone over it goes alone)."""
+        chunk: list[_Piece] = []
+        room = self.raw_limit()
         for batch in batches:
-            last = len(batch.lines) - 1
-            for i, line in enumerate(batch.lines):
-                if chunk and raw + len(line) > limit:
-                    yield from self._encode(chunk)
-                    chunk, raw, limit = [], 0, self.raw_limit()
-                chunk.append((line, batch, i == 0, i == last))
-                raw += len(line)
+            lo = 0
+            while lo < batch.rows:
+                base = batch.offset(lo)
+                hi = bisect_right(batch.ends, base + room, lo)
+                if hi == lo:
+                    if chunk:  # the next row does not fit: send the chunk, then start afresh
+                        yield from self._encode(chunk)
+                        chunk, room = [], self.raw_limit()
+                        continue
+                    hi = lo + 1
+                chunk.append(_Piece(batch, lo, hi))
+                room -= batch.ends[hi - 1] - base
+                lo = hi
         if chunk:
             yield from self._encode(chunk)
 
-    def _encode(self, chunk: list[_Row]) -> Iterator[Request]:
-        data = b"".join(row[0] for row in chunk)
+    def _encode(self, chunk: list[_Piece]) -> Iterator[Request]:
+        data = b"".join([piece.data() for piece in chunk])
         body = self.codec.compress(data)
         self.compressions += 1
         self.ratio = max(len(body) / max(len(data), 1), 0.001)
         if len(body) > wire.MAX_BODY_BYTES:
-            if len(chunk) == 1:
+            rows = sum(piece.rows for piece in chunk)
+            if rows == 1:
                 # Rows are checked at append time (fits_alone), so this means a bug, not bad input.
                 raise StreamingRequestError(
                     f"a row of {len(data)} bytes compresses to {len(body)} bytes, over the "
                     f"{wire.MAX_BODY_BYTES}-byte cap of one append"
                 )
-            mid = len(chunk) // 2
-            yield from self._encode(chunk[:mid])
-            yield from self._encode(chunk[mid:])
+            yield from self._encode_halves(chunk, rows // 2)
             return
         # The request starts at the first batch beginning in it and ends at the last batch ending
         # in it: a batch split over two requests gives its end token only to the one that completes
         # it, so a committed offset token never claims rows that were not sent yet.
         start = next(
-            (b.effective_start for _, b, first, _ in chunk if first and b.effective_start is not None), None
+            (p.batch.effective_start for p in chunk if p.first and p.batch.effective_start is not None),
+            None,
         )
-        enders = [b for _, b, _, last in chunk if last]
+        enders = [p.batch for p in chunk if p.last]
         end = next((b.end for b in reversed(enders) if b.end is not None), None)
-        yield Request(body, len(data), len(chunk), start, end, enders[-1].seq if enders else None)
+        rows = sum(piece.rows for piece in chunk)
+        yield Request(body, len(data), rows, start, end, enders[-1].seq if enders else None)
+
+    def _encode_halves(self, chunk: list[_Piece], rows: int) -> Iterator[Request]:
+        """``_encode`` of the first ``rows`` rows of ``chunk``, then of the rest."""
+        head: list[_Piece] = []
+        tail: list[_Piece] = []
+        for i, piece in enumerate(chunk):
+            if piece.rows >= rows:
+                if piece.rows == rows:
+                    head.append(piece)
+                    tail = chunk[i + 1 :]
+                else:
+                    first, second = piece.split(rows)
+                    head.append(first)
+                    tail = [second, *chunk[i + 1 :]]
+                break
+            head.append(piece)
+            rows -= piece.rows
+        yield from self._encode(head)
+        yield from self._encode(tail)
 
     def fits_alone(self, line: bytes) -> bool:
         """Whether one row can be sent at all: within MAX_ROW_BYTES, and small enough once compressed."""

@@ -1,7 +1,8 @@
 """Rows on the client side of a streaming channel: how Python values go on the wire, and which rows
 the target table would refuse.
 
-``serialize_row`` turns a row of Python values into the JSON object sent as one NDJSON line.
+``serialize_row`` turns a row of Python values into the JSON object sent as one NDJSON line;
+``row_line`` is the line itself, the same bytes by a faster road.
 ``validate_row`` / ``validate_rows`` check rows against the table's columns (``ColumnSpec``, from the
 open-channel answer's ``table_columns``) with the Snowpipe Streaming SDK's type rules ("Supported
 Java data types"), so a channel with ON_ERROR = ABORT or SKIP_BATCH can refuse a batch before it
@@ -19,8 +20,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
+from enum import Enum
 from functools import lru_cache
 from typing import Any, TypeAlias
+from uuid import UUID
+
+import orjson
 
 JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
 """What ``serialize_value`` returns: a value ``json.dumps`` (and orjson) encodes as is."""
@@ -114,8 +119,9 @@ def serialize_value(value: Any, *, column: str | None = None) -> JsonValue:
 
     date / datetime / time become ISO 8601 text (an aware value keeps its offset, a naive one stays
     naive), Decimal exact text, bytes hex text, NaN and infinities the strings ``"NaN"``, ``"inf"``,
-    ``"-inf"``; ints beyond int64 decimal text. dicts (string keys) and lists / tuples recurse.
-    Anything else is a TypeError naming ``column`` and the Python type.
+    ``"-inf"``; ints beyond int64 decimal text, a UUID its text and an Enum its value. dicts
+    (string keys) and lists / tuples recurse. Anything else is a TypeError naming ``column`` and
+    the Python type.
     """
     if value is None or isinstance(value, (bool, str)):
         return value
@@ -133,6 +139,10 @@ def serialize_value(value: Any, *, column: str | None = None) -> JsonValue:
         return _time_text(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, Enum):
+        return serialize_value(value.value, column=column)
     if isinstance(value, Mapping):
         out: dict[str, JsonValue] = {}
         for key, item in value.items():
@@ -153,6 +163,42 @@ def serialize_row(row: Mapping[str, Any]) -> dict[str, Any]:
             raise TypeError(f"column names must be str, not {type(key).__name__}")
         out[key] = serialize_value(value, column=key)
     return out
+
+
+# orjson writes every JSON type, UUIDs and Enums exactly as serialize_value would, except NaN and
+# infinities (as null) and ints beyond int64 (as numbers): STRICT_INTEGER makes the widest ints fail
+# over to serialize_row, and a line with a null is written again by it. The rest (dates, Decimal,
+# bytes, other Mappings, dataclasses) goes through _fast_default, i.e. serialize_value.
+_FAST_OPTIONS = (
+    orjson.OPT_APPEND_NEWLINE
+    | orjson.OPT_STRICT_INTEGER
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+)
+
+
+def _fast_default(value: Any) -> JsonValue:
+    out = serialize_value(value)
+    if out is value:  # a subclass orjson does not take (say numpy.float64): serialize_row says why
+        raise TypeError(f"values of Python type {type(value).__name__} cannot be sent")
+    return out
+
+
+def row_line(row: Mapping[str, Any]) -> bytes:
+    """The NDJSON line sent for ``row``: ``orjson.dumps(serialize_row(row))`` and a newline.
+
+    The same bytes, several times faster for rows of plain JSON types: orjson walks the row in C and
+    only values it cannot write come back to Python. A TypeError says why a row cannot be sent.
+    """
+    if type(row) is dict:
+        try:
+            line = orjson.dumps(row, default=_fast_default, option=_FAST_OPTIONS)
+        except TypeError:
+            pass  # serialize_row decides (a wide int is fine; a bad key or value raises there)
+        else:
+            if b"null" not in line:  # no NaN or infinity went out as null (nor a None: rare)
+                return line
+    return orjson.dumps(serialize_row(row), option=orjson.OPT_APPEND_NEWLINE)
 
 
 def _where(column: str | None) -> str:

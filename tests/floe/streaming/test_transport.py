@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import base64
 import os
+import random
 import threading
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 from urllib.parse import parse_qs, unquote
 
 import httpx
 import jwt
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from floe.keypair import load_private_key, new_private_key, private_key_pem, sign_token
 from floe.streaming import protocol as wire
@@ -575,7 +579,7 @@ def test_bodies_decode_with_the_servers_decoder(name: str) -> None:
 
 
 def _batch(seq: int, lines: list[bytes], start: str | None, end: str | None) -> Batch:
-    return Batch(seq, lines, start, end, sum(map(len, lines)), 0.0)
+    return Batch.of_lines(seq, lines, start, end, 0.0)
 
 
 def test_merged_batches_send_the_first_start_and_the_last_end_token() -> None:
@@ -625,3 +629,55 @@ def test_a_row_that_cannot_fit_one_append_is_recognised() -> None:
     (row,) = _lines(random_rows(1, 6_000_000))  # about 4.5 MB once compressed
     assert not planner.fits_alone(row)
     assert not Planner(Codec("none")).fits_alone(b"x" * (wire.MAX_BODY_BYTES + 10))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    batches=st.lists(
+        st.tuples(
+            st.lists(st.integers(1, 3000), min_size=1, max_size=12),  # the rows' lengths
+            st.sampled_from([None, "s"]),
+            st.sampled_from([None, "e"]),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    codec=st.sampled_from(["none", "zstd"]),
+    ratio=st.sampled_from([1.0, 0.5, 0.01]),
+    seed=st.integers(0, 2**32),
+)
+def test_planned_requests_carry_every_row_once_in_order_within_the_cap(
+    batches: list[tuple[list[int], str | None, str | None]], codec: str, ratio: float, seed: int
+) -> None:
+    """A small wire cap, so rows of up to 3 KB make batches span requests and bodies overflow."""
+    rnd = random.Random(seed)
+    made: list[Batch] = []
+    for seq, (lengths, start, end) in enumerate(batches, start=1):
+        lines = [bytes(rnd.choices(b"abcdefghijklmnopqrstuvwxyz", k=n - 1)) + b"\n" for n in lengths]
+        made.append(Batch.of_lines(seq, lines, start and f"{start}{seq}", end and f"{end}{seq}", 0.0))
+    planner = Planner(Codec(codec))
+    planner.ratio = ratio
+    cap = 4096
+    with (
+        mock.patch.object(wire, "MAX_BODY_BYTES", cap),
+        mock.patch.object(wire, "MAX_UNCOMPRESSED_BYTES", 2 * cap),
+    ):
+        requests = list(planner.requests(made))
+    # Which (batch, row) each request carries, from the rows' positions in the whole stream.
+    owners = [(b, i) for b in made for i in range(b.rows)]
+    taken = 0
+    for r in requests:
+        sent = decode_body(r.body, Codec(codec).content_encoding)
+        assert len(r.body) <= cap and sent.endswith(b"\n") and len(sent) == r.raw_bytes
+        assert sent.count(b"\n") == r.rows >= 1
+        rows = owners[taken : taken + r.rows]
+        taken += r.rows
+        begun = [b for b, i in rows if i == 0 and b.effective_start is not None]
+        ended = [b for b, i in rows if i == b.rows - 1]
+        assert r.start == (begun[0].effective_start if begun else None)
+        assert r.end == next((b.end for b in reversed(ended) if b.end is not None), None)
+        assert r.last_seq == (ended[-1].seq if ended else None)
+    assert taken == len(owners)
+    assert b"".join(decode_body(r.body, Codec(codec).content_encoding) for r in requests) == b"".join(
+        b.data for b in made
+    )

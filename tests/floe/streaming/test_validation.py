@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import Context, Decimal
+from enum import Enum, IntEnum
 from typing import Any
+from uuid import UUID
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +22,7 @@ from floe.streaming.validation import (
     MAX_BINARY_LENGTH,
     ColumnSpec,
     RowError,
+    row_line,
     serialize_row,
     serialize_value,
     validate_row,
@@ -354,6 +359,18 @@ def test_every_floe_column_type_is_supported(column: Column) -> None:
 # Serialization
 
 
+class Color(Enum):
+    RED = "red"
+
+
+class Size(IntEnum):
+    BIG = 9
+
+
+class Wrapped(Enum):
+    NAN = float("nan")
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
@@ -387,6 +404,10 @@ def test_every_floe_column_type_is_supported(column: Column) -> None:
         (bytearray(b"\x01"), "01"),
         (memoryview(b"\x02"), "02"),
         ({"a": [1, (Decimal("2.50"), b"\x03")]}, {"a": [1, ["2.50", "03"]]}),
+        (UUID("12345678-1234-5678-1234-567812345678"), "12345678-1234-5678-1234-567812345678"),
+        (Color.RED, "red"),
+        (Size.BIG, 9),
+        (Wrapped.NAN, "NaN"),
     ],
     ids=lambda v: type(v).__name__,
 )
@@ -603,3 +624,74 @@ def test_valid_values_validate_clean_before_and_after_serialization(data: st.Dat
 def test_serialized_rows_always_encode(row: dict[str, Any]) -> None:
     line = json.dumps(serialize_row(row), allow_nan=False)
     assert isinstance(json.loads(line), dict)
+
+
+@dataclass
+class Point:
+    x: int
+
+
+class Cents(float):
+    """A float subclass: serialize_value passes it on as it is, and orjson does not take it."""
+
+
+# Values of every kind the fast road hands back to serialize_value, the ones orjson writes
+# differently (NaN, infinities, ints beyond 53 bits), None, and ones neither road can send.
+wire_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.sampled_from([2**53 + 1, 2**63, 2**64 - 1, -(2**63) - 1])
+    | st.floats()
+    | st.text(max_size=6)
+    | st.sampled_from(["null", "NaN", "\ud800", "é"])
+    | st.decimals()
+    | st.datetimes(timezones=st.none() | st.timezones())
+    | st.dates()
+    | st.times(timezones=st.none() | st.just(UTC))
+    | st.binary(max_size=4)
+    | st.uuids()
+    | st.sampled_from([Color.RED, Size.BIG, Wrapped.NAN, Point(1), Cents(1.5), {1, 2}]),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.tuples(children, children)
+        | st.dictionaries(st.text(max_size=3) | st.integers(0, 3), children, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+def _slow_line(row: dict[str, Any]) -> bytes:
+    return orjson.dumps(serialize_row(row), option=orjson.OPT_APPEND_NEWLINE)
+
+
+@settings(max_examples=600, deadline=None)
+@given(row=st.dictionaries(st.text(max_size=4), wire_values, max_size=6))
+def test_row_line_is_serialize_row_as_orjson_writes_it(row: dict[str, Any]) -> None:
+    """The fast road gives the same bytes as serialize_row, or the same refusal."""
+    try:
+        expected: bytes | str = _slow_line(row)
+    except TypeError as exc:
+        expected = f"TypeError: {exc}"
+    try:
+        got: bytes | str = row_line(row)
+    except TypeError as exc:
+        got = f"TypeError: {exc}"
+    assert got == expected
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"F": float("nan")},  # orjson alone would write null
+        {"F": [1.0, float("-inf")]},
+        {"N": 2**60},  # beyond 53 bits: orjson's strict mode refuses, serialize_row writes it
+        {"N": 2**63},  # beyond int64 (orjson alone writes uint64 as a number): text
+        {"N": 2**64},
+        {"V": None, "T": "null"},
+        {"M": {"k": Decimal("1.5")}},
+    ],
+)
+def test_row_line_takes_the_slow_road_where_orjson_differs(row: dict[str, Any]) -> None:
+    assert row_line(row) == _slow_line(row)
+    assert orjson.loads(row_line(row)) == orjson.loads(orjson.dumps(serialize_row(row)))
