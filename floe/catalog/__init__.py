@@ -1,5 +1,5 @@
-"""The catalog: databases, schemas, stages, tables, pipes, integrations, users and roles, their
-Snowflake DDL, and their store in Redis."""
+"""The catalog: databases, schemas, stages, tables, pipes, integrations, external functions, users
+and roles, their Snowflake DDL, and their store in Redis."""
 
 from floe.catalog.models import (
     ADMIN_ROLE,
@@ -7,10 +7,12 @@ from floe.catalog.models import (
     SYSTEM_HIERARCHY,
     SYSTEM_PRIVILEGES,
     SYSTEM_ROLES,
+    ApiIntegration,
     CatalogObject,
     Column,
     CopySpec,
     Database,
+    ExternalFunction,
     FileFormat,
     ObjectKind,
     Pipe,
@@ -32,11 +34,13 @@ __all__ = [
     "SYSTEM_HIERARCHY",
     "SYSTEM_PRIVILEGES",
     "SYSTEM_ROLES",
+    "ApiIntegration",
     "Catalog",
     "CatalogObject",
     "Column",
     "CopySpec",
     "Database",
+    "ExternalFunction",
     "FileFormat",
     "ObjectKind",
     "Pipe",

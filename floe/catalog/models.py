@@ -1,11 +1,14 @@
 """Catalog objects: databases, schemas, stages, tables, pipes (with their file-format and COPY
-options), storage integrations, users and roles, and the privileges each kind of object takes."""
+options), storage and API integrations, external functions, users and roles, and the privileges
+each kind of object takes."""
 
 from __future__ import annotations
 
+import ipaddress
 import uuid
 from functools import cached_property
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -93,17 +96,28 @@ class Column(BaseModel):
         return self.type
 
 
-ObjectKind = Literal["ACCOUNT", "DATABASE", "SCHEMA", "TABLE", "STAGE", "PIPE", "INTEGRATION", "ROLE", "USER"]
+ObjectKind = Literal[
+    "ACCOUNT", "DATABASE", "SCHEMA", "TABLE", "STAGE", "PIPE", "INTEGRATION", "FUNCTION", "ROLE", "USER"
+]
 """What a privilege can be granted on (Snowflake's securable objects that Floe has)."""
 
 PRIVILEGES: dict[str, tuple[str, ...]] = {
     "ACCOUNT": ("CREATE DATABASE", "CREATE ROLE", "CREATE USER", "CREATE INTEGRATION", "MANAGE GRANTS"),
     "DATABASE": ("USAGE", "CREATE SCHEMA", "MONITOR"),
-    "SCHEMA": ("USAGE", "CREATE TABLE", "CREATE STAGE", "CREATE PIPE", "CREATE FILE FORMAT", "MONITOR"),
+    "SCHEMA": (
+        "USAGE",
+        "CREATE TABLE",
+        "CREATE STAGE",
+        "CREATE PIPE",
+        "CREATE FILE FORMAT",
+        "CREATE FUNCTION",
+        "MONITOR",
+    ),
     "TABLE": ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES"),
     "STAGE": ("USAGE",),
     "PIPE": ("OPERATE", "MONITOR"),
     "INTEGRATION": ("USAGE",),
+    "FUNCTION": ("USAGE",),
     "ROLE": (),
     "USER": ("MONITOR",),
 }
@@ -170,6 +184,153 @@ class StorageIntegration(CatalogObject):
         return any(within(url, loc) for loc in self.allowed_locations) and not any(
             within(url, loc) for loc in self.blocked_locations
         )
+
+
+LOOPBACK_HOSTS = frozenset({"localhost"})
+"""Host names that are loopback besides the 127.0.0.0/8 and ::1 addresses."""
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (a URL's host, brackets removed) is this machine."""
+    if host.lower() in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_function_url(url: str) -> str:
+    """A remote service URL as Floe calls it, or ValueError saying what is wrong: https:// (plain
+    http:// only to a loopback host), a host, no user name or password, no fragment."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises on a port that is not a number in range
+    except ValueError as exc:
+        raise ValueError(f"not a valid URL: {exc}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("https", "http") or not parts.hostname:
+        raise ValueError("the URL must be https://host/path")
+    if scheme == "http" and not is_loopback_host(parts.hostname):
+        raise ValueError("the URL must be https:// (plain http:// is only accepted for loopback hosts)")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("the URL must not carry a user name or password")
+    if parts.fragment:
+        raise ValueError("the URL must not have a #fragment")
+    del port
+    return url
+
+
+def url_within(url: str, prefix: str) -> bool:
+    """Whether ``url`` lies under an API_ALLOWED_PREFIXES / API_BLOCKED_PREFIXES entry.
+
+    Scheme, host and port must be equal (the host in any case), and the path must continue the
+    prefix's path at a segment boundary: ``https://h/v1`` covers ``https://h/v1`` and
+    ``https://h/v1/f`` but not ``https://h/v1evil`` nor ``https://h.evil.net/``, where Snowflake's
+    plain string prefix would. A prefix's query string, if any, must match the URL's exactly.
+    """
+    try:
+        u, p = urlsplit(url), urlsplit(prefix)
+        same_origin = (u.scheme.lower(), u.hostname, u.port) == (p.scheme.lower(), p.hostname, p.port)
+    except ValueError:
+        return False
+    if not same_origin or u.hostname is None:
+        return False
+    if p.query and u.query != p.query:
+        return False
+    base = p.path or "/"
+    path = u.path or "/"
+    return path == base or path.startswith(base if base.endswith("/") else base + "/")
+
+
+class ApiIntegration(CatalogObject):
+    """An API integration: the remote-service URLs external functions that name it may call."""
+
+    enabled: bool = True
+    """ENABLED; a disabled integration admits no function and no call."""
+    provider: str
+    """API_PROVIDER, upper-case (aws_api_gateway, azure_api_management, google_api_gateway, ...)."""
+    allowed_prefixes: list[str] = Field(default_factory=list)
+    """API_ALLOWED_PREFIXES: URL prefixes a function's URL must lie under (``url_within``)."""
+    blocked_prefixes: list[str] = Field(default_factory=list)
+    """API_BLOCKED_PREFIXES: URL prefixes no function's URL may lie under."""
+    api_key: str | None = Field(default=None, repr=False)
+    """API_KEY: a secret sent as the ``x-api-key`` header and keying the requests' HMAC signature;
+    never shown by SHOW or DESC, nor logged."""
+
+    def admits(self, url: str) -> bool:
+        """Whether a function may call ``url`` through this integration: inside an allowed prefix
+        and outside every blocked one (ENABLED is the caller's to check)."""
+        return any(url_within(url, p) for p in self.allowed_prefixes) and not any(
+            url_within(url, p) for p in self.blocked_prefixes
+        )
+
+
+Volatility = Literal["VOLATILE", "IMMUTABLE"]
+FunctionCompression = Literal["AUTO", "NONE", "GZIP", "DEFLATE"]
+CONTEXT_FUNCTIONS = (
+    "CURRENT_ACCOUNT",
+    "CURRENT_CLIENT",
+    "CURRENT_DATABASE",
+    "CURRENT_DATE",
+    "CURRENT_IP_ADDRESS",
+    "CURRENT_REGION",
+    "CURRENT_ROLE",
+    "CURRENT_SCHEMA",
+    "CURRENT_SCHEMAS",
+    "CURRENT_SESSION",
+    "CURRENT_STATEMENT",
+    "CURRENT_TIME",
+    "CURRENT_TIMESTAMP",
+    "CURRENT_TRANSACTION",
+    "CURRENT_USER",
+    "CURRENT_VERSION",
+    "CURRENT_WAREHOUSE",
+)
+"""What CONTEXT_HEADERS may name (Snowflake's list); each is sent as ``sf-context-<name>``, with
+dashes for underscores and in lower case."""
+
+
+def function_signature(name: str, args: list[Column]) -> str:
+    """How the catalog keys one overload: ``DB.S.F(NUMBER, VARCHAR)``, the argument types by
+    canonical name (as Snowflake's SHOW FUNCTIONS writes them, without precision)."""
+    return f"{name}({', '.join(a.type for a in args)})"
+
+
+class ExternalFunction(CatalogObject):
+    """An external function: a scalar function whose body is a remote HTTPS service.
+
+    ``name`` is the overload's signature, ``DB.S.F(NUMBER, VARCHAR)`` (``function_signature``), so
+    overloads of one name are distinct objects; ``function_name`` is the name alone."""
+
+    function_name: str
+    """DB.SCHEMA.F, upper-case unless quoted."""
+    args: list[Column] = Field(default_factory=list)
+    """The arguments in order: each one's name and type."""
+    returns: Column
+    """The return type (``name`` is the function's); ``nullable`` False for RETURNS ... NOT NULL."""
+    secure: bool = False
+    """SECURE."""
+    volatility: Volatility = "VOLATILE"
+    """VOLATILE (the default) or IMMUTABLE: only an IMMUTABLE function's results are cached."""
+    integration: str
+    """API_INTEGRATION: the ApiIntegration whose prefixes must admit ``url`` at creation and at
+    every call."""
+    headers: list[tuple[str, str]] = Field(default_factory=list)
+    """HEADERS = ('name' = 'value', ...), in order, names lower-case."""
+    context_headers: list[str] = Field(default_factory=list)
+    """CONTEXT_HEADERS: names from CONTEXT_FUNCTIONS, in order."""
+    max_batch_rows: int | None = None
+    """MAX_BATCH_ROWS; None lets Floe choose (``external_functions.max_batch_rows``)."""
+    compression: FunctionCompression = "AUTO"
+    """COMPRESSION of requests (and accepted for responses); AUTO is GZIP."""
+    url: str
+    """The remote service (AS '<url>')."""
+
+    @property
+    def immutable(self) -> bool:
+        """Whether results may be cached and identical arguments sent once."""
+        return self.volatility == "IMMUTABLE"
 
 
 class Stage(CatalogObject):

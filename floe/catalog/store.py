@@ -11,8 +11,10 @@ from typing import TypeVar, cast
 import redis
 
 from floe.catalog.models import (
+    ApiIntegration,
     CatalogObject,
     Database,
+    ExternalFunction,
     Pipe,
     Role,
     Schema,
@@ -35,6 +37,8 @@ KINDS: dict[type[CatalogObject], str] = {
     Pipe: "pipes",
     User: "users",
     Role: "roles",
+    ApiIntegration: "api_integrations",
+    ExternalFunction: "functions",
 }
 
 
