@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +98,11 @@ class Stack:
     env: dict[str, str]
     procs: dict[str, subprocess.Popen[bytes]]
     logs: Path
+    altered: set[str] = field(default_factory=set)
+    """Processes started with extra settings (a fault, say): ``restore`` restarts them plainly."""
+
+    CORE = ("api", "consumer", "pipeline")
+    """The processes every test expects running, as the session fixture started them."""
 
     def sql(self, statement: str) -> list[dict[str, Any]]:
         """Run a statement and return its rows as objects."""
@@ -130,6 +135,10 @@ class Stack:
                 start_new_session=True,  # a kill of the group takes the JVM and Python workers too
             )
         self.procs[name] = proc
+        if env:
+            self.altered.add(name)
+        else:
+            self.altered.discard(name)
         deadline = time.monotonic() + timeout
         while not ready.exists():
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -154,6 +163,20 @@ class Stack:
             code = proc.wait(10)
         _wait_group_gone(proc.pid)
         return code
+
+    def restore(self) -> list[str]:
+        """Bring the core processes back as the session started them, after a test that failed
+        half-way through killing or reconfiguring one; the ones restarted. Without this, one failed
+        chaos test would leave every later end-to-end test without, say, a Spark job."""
+        restarted = []
+        for name in self.CORE:
+            proc = self.procs.get(name)
+            if proc is not None and proc.poll() is None and name not in self.altered:
+                continue
+            self.stop(name)
+            self.start(name)
+            restarted.append(name)
+        return restarted
 
     def log_text(self, name: str) -> str:
         """Everything a process logged."""
@@ -203,6 +226,16 @@ def stack(services: Settings, tmp_path_factory: pytest.TempPathFactory) -> Itera
     finally:
         for name in list(st.procs):
             st.stop(name)
+
+
+@pytest.fixture(autouse=True)
+def _stack_restored(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test that used the stack, its core processes run as the session started them."""
+    yield
+    if "stack" in request.fixturenames:
+        restarted = request.getfixturevalue("stack").restore()
+        if restarted:
+            print(f"restored after {request.node.nodeid}: {', '.join(restarted)}")
 
 
 TEST_INTEGRATION = (
