@@ -246,6 +246,31 @@ class StreamingSettings(_Section):
     """Appends one channel may make at once before its rate applies."""
 
 
+class ExternalFunctionSettings(_Section):
+    """Calls to external functions' remote services (``floe.external``)."""
+
+    max_batch_rows: int = 1000
+    """Rows per request when a function sets no MAX_BATCH_ROWS."""
+    max_batch_bytes: int = 4 * 1024 * 1024
+    """Largest request body before compression; a single row larger than this is sent alone."""
+    max_concurrency: int = 8
+    """Requests one call keeps in flight at once."""
+    request_timeout_s: float = 30.0
+    """Seconds one HTTP attempt may take: to connect, to send, and to receive the whole answer."""
+    retry_timeout_s: float = 60.0
+    """Seconds one batch may spend retrying transport errors, 429 and 5xx answers before it fails."""
+    backoff_base_s: float = 0.1
+    """First retry's backoff ceiling; each retry doubles it (the wait is drawn at random below it)."""
+    backoff_max_s: float = 10.0
+    """Largest wait between two attempts, and the cap on a Retry-After the service asks for."""
+    max_response_bytes: int = 64 * 1024 * 1024
+    """Largest response body, after decompression; a larger answer fails its batch."""
+    cache_entries: int = 100_000
+    """Results of IMMUTABLE functions kept per process (least recently used go first); 0 disables."""
+    cache_bytes: int = 64 * 1024 * 1024
+    """Approximate bytes of arguments and results that cache may hold."""
+
+
 class FaultSettings(_Section):
     """Fault injection for the chaos tests (tests/chaos); leave it empty in production."""
 
@@ -308,6 +333,8 @@ class Settings(BaseSettings):
     """REST and SQL authentication."""
     streaming: StreamingSettings = StreamingSettings()
     """Snowpipe Streaming channels."""
+    external_functions: ExternalFunctionSettings = ExternalFunctionSettings()
+    """Calls to external functions' remote services."""
     faults: FaultSettings = FaultSettings()
     """Fault injection (tests only)."""
 

@@ -92,11 +92,18 @@ def sql(
     ALTER INTEGRATION i SET ... | UNSET ..., and CREATE STAGE ... STORAGE_INTEGRATION = i (the URL
     must lie in its allowed locations; every load checks again).
 
+    External functions: CREATE API INTEGRATION i API_PROVIDER = ... API_ALLOWED_PREFIXES = (...)
+    [API_BLOCKED_PREFIXES = (...)] [API_KEY = '...'] ENABLED = TRUE (ACCOUNTADMIN), ALTER [API]
+    INTEGRATION; CREATE [OR REPLACE] [SECURE] EXTERNAL FUNCTION f(a TYPE, ...) RETURNS TYPE
+    [VOLATILE | IMMUTABLE] API_INTEGRATION = i [HEADERS = (...)] [CONTEXT_HEADERS = (...)]
+    [MAX_BATCH_ROWS = n] [COMPRESSION = ...] AS 'https://...'; SHOW EXTERNAL FUNCTIONS, DESC
+    FUNCTION f(TYPE, ...), DROP FUNCTION f(TYPE, ...); SELECT f(col) FROM t calls the remote service.
+
     Access control (every statement checks the privileges Snowflake's would; README, "Access control"):
     CREATE [OR REPLACE] USER u [RSA_PUBLIC_KEY = '...'] [DEFAULT_ROLE = r], ALTER USER, DROP USER
     CREATE [OR REPLACE] ROLE r, DROP ROLE r, GRANT ROLE r TO USER u | TO ROLE r2 (and REVOKE)
     GRANT priv | ALL | OWNERSHIP ON ACCOUNT | DATABASE d | SCHEMA s | TABLE t | STAGE s | PIPE p |
-    INTEGRATION i TO ROLE r; ON ALL | FUTURE TABLES IN SCHEMA s (and REVOKE)
+    INTEGRATION i | FUNCTION f(TYPE, ...) TO ROLE r; ON ALL | FUTURE TABLES IN SCHEMA s (and REVOKE)
     SHOW USERS | ROLES, SHOW GRANTS TO ROLE r | TO USER u | OF ROLE r | ON <kind> <name>, DESC USER u
     USE ROLE r, USE SECONDARY ROLES ALL | NONE
     """

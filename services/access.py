@@ -8,15 +8,15 @@ hold its account privileges. ACCOUNTADMIN holds every privilege on every object:
 must be able to repair anything (Snowflake lets an object owned by a role outside SYSADMIN's tree
 escape ACCOUNTADMIN; Floe does not, docs/decisions.md).
 
-An object inside a schema is reachable only with USAGE on its database and its schema. An object
-the principal's roles hold no privilege on at all is reported as not existing ("does not exist or
-not authorized"), so its existence does not leak; one it can see but not act on gets Snowflake's
-003001 "Insufficient privileges".
+An object inside a schema is reachable only with USAGE on its database and its schema (a function's
+schema is its name's, without the argument types). An object the principal's roles hold no privilege
+on at all is reported as not existing ("does not exist or not authorized"), so its existence does
+not leak; one it can see but not act on gets Snowflake's 003001 "Insufficient privileges".
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from floe.catalog import (
@@ -25,9 +25,11 @@ from floe.catalog import (
     SYSTEM_HIERARCHY,
     SYSTEM_PRIVILEGES,
     SYSTEM_ROLES,
+    ApiIntegration,
     Catalog,
     CatalogObject,
     Database,
+    ExternalFunction,
     Pipe,
     Role,
     Schema,
@@ -37,22 +39,25 @@ from floe.catalog import (
     User,
     grant_key,
 )
+from floe.catalog.names import Defaults
 from floe.errors import ObjectNotFound, PermissionDenied
 from services.auth import Principal
 
-MODELS: dict[str, type[CatalogObject]] = {
-    "DATABASE": Database,
-    "SCHEMA": Schema,
-    "TABLE": Table,
-    "STAGE": Stage,
-    "PIPE": Pipe,
-    "INTEGRATION": StorageIntegration,
-    "ROLE": Role,
-    "USER": User,
+MODELS: dict[str, tuple[type[CatalogObject], ...]] = {
+    "DATABASE": (Database,),
+    "SCHEMA": (Schema,),
+    "TABLE": (Table,),
+    "STAGE": (Stage,),
+    "PIPE": (Pipe,),
+    # Storage and API integrations share one namespace (as in Snowflake): a name is one or the other.
+    "INTEGRATION": (StorageIntegration, ApiIntegration),
+    "FUNCTION": (ExternalFunction,),
+    "ROLE": (Role,),
+    "USER": (User,),
 }
-"""The catalog model of each kind of securable object (ACCOUNT has none)."""
+"""The catalog models of each kind of securable object (ACCOUNT has none)."""
 
-NAMES = {"INTEGRATION": "integration", "ACCOUNT": "account"}
+NAMES = {"INTEGRATION": "integration", "ACCOUNT": "account", "FUNCTION": "function"}
 """How messages name a kind, where the lower-cased kind will not do."""
 
 
@@ -100,10 +105,13 @@ def find(catalog: Catalog, kind: str, name: str) -> CatalogObject | None:
     """The object ``kind`` ``name``; system roles exist without a catalog entry."""
     if kind == "ACCOUNT":
         return CatalogObject(name="")
-    obj = catalog.find(MODELS[kind], name)
-    if obj is None and kind == "ROLE" and name in SYSTEM_ROLES:
+    for model in MODELS[kind]:
+        obj = catalog.find(model, name)
+        if obj is not None:
+            return obj
+    if kind == "ROLE" and name in SYSTEM_ROLES:
         return Role(name=name, owner="")
-    return obj
+    return None
 
 
 def held(catalog: Catalog, roles: frozenset[str], kind: str, name: str) -> set[str]:
@@ -127,10 +135,13 @@ def held(catalog: Catalog, roles: frozenset[str], kind: str, name: str) -> set[s
 
 def containers(kind: str, name: str) -> list[tuple[str, str]]:
     """The database and schema an object lives in, outermost first."""
+    if kind == "FUNCTION":
+        # DB.S.F(NUMBER, VARCHAR): the types never hold a parenthesis, the name before them may.
+        name = name[: name.rindex("(")]
     parts = name.split(".")
     if kind == "SCHEMA":
         return [("DATABASE", parts[0])]
-    if kind in ("TABLE", "STAGE", "PIPE"):
+    if kind in ("TABLE", "STAGE", "PIPE", "FUNCTION"):
         return [("DATABASE", parts[0]), ("SCHEMA", f"{parts[0]}.{parts[1]}")]
     return []
 
@@ -192,6 +203,30 @@ def allowed(catalog: Catalog, principal: Principal, *needs: Need) -> bool:
     except (ObjectNotFound, PermissionDenied):
         return False
     return True
+
+
+def resolve_function(
+    catalog: Catalog, principal: Principal, name_parts: Sequence[str], arg_count: int, defaults: Defaults
+) -> list[ExternalFunction]:
+    """The overloads of a function name, with ``arg_count`` arguments, that the principal may call:
+    USAGE or OWNERSHIP on the function, and USAGE on its database and schema (``authorize``'s rule).
+    ``name_parts`` are one to three identifiers as the catalog spells them (upper-cased unless they
+    were quoted); a shorter name is completed with the defaults'. Sorted by signature; empty when
+    the principal may call none, whether or not any exists (the caller says "does not exist or not
+    authorized"). A query picks among them by its arguments' types."""
+    parts = list(name_parts)
+    if not 1 <= len(parts) <= 3:
+        return []
+    while len(parts) < 3:
+        parts.insert(0, defaults.schema if len(parts) == 1 else defaults.database)
+    base = ".".join(parts)
+    return [
+        fn
+        for signature, fn in sorted(catalog.all(ExternalFunction).items())
+        if fn.function_name == base
+        and len(fn.args) == arg_count
+        and allowed(catalog, principal, Need("FUNCTION", signature, ("USAGE", "OWNERSHIP")))
+    ]
 
 
 def insufficient(need: Need, roles: Iterable[str]) -> PermissionDenied:

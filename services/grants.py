@@ -239,7 +239,7 @@ class GrantStatements:
                 owner = ADMIN_ROLE if role.owner == name else role.owner
                 roles = [r for r in role.roles if r != name]
                 self.catalog.put(role.model_copy(update={"roles": roles, "owner": owner}))
-        for model in MODELS.values():
+        for model in (m for models in MODELS.values() for m in models):
             if model in (Role, User):
                 continue
             for obj in list(self.catalog.all(model).values()):
@@ -273,7 +273,7 @@ class GrantStatements:
             raise ObjectNotFound(kind.lower(), name)
 
     def _bulk_objects(self, on: Bulk) -> list[CatalogObject]:
-        model = MODELS[on.kind]
+        (model,) = MODELS[on.kind]  # tables, stages, pipes and functions: one model each
         return [o for name, o in sorted(self.catalog.all(model).items()) if _under(name, on.container)]
 
     # ------------------------------------------------------------------------------------ users
@@ -551,8 +551,8 @@ class GrantStatements:
 
     def _owned_rows(self, role: str) -> list[dict[str, Any]]:
         rows = []
-        for kind, model in MODELS.items():
-            for obj in self.catalog.all(model).values():
+        for kind, models in MODELS.items():
+            for obj in (o for model in models for o in self.catalog.all(model).values()):
                 if obj.owner == role:
                     rows.append(self._grant_row("OWNERSHIP", kind, obj.name, role, obj.created_ms))
         return rows

@@ -16,8 +16,9 @@ import functools
 import json
 import re
 import threading
+import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -35,12 +36,14 @@ from floe.blobs import BlobCrypto, crypto_from_settings, read_blob
 from floe.catalog import Catalog, Column, Pipe, Table
 from floe.catalog.ddl import Defaults, qualify, qualify_table
 from floe.errors import CompilationError, ObjectNotFound, PermissionDenied, SqlError
+from floe.external import FunctionCaller
 from floe.history import COPY_HISTORY_STATUS, FileState, iso_utc, read_states
 from floe.keys import Keys
 from floe.records import QueueEntry
 from floe.settings import Settings
 from floe.types import arrow_schema, parse_column_type
 from services.access import Need
+from services.external_calls import ExternalCalls
 from services.functions import check_functions, function_name
 
 
@@ -656,6 +659,22 @@ class QueryEngine:
         self._crypto: BlobCrypto | None = None
         self._queue_arn = queue_arn
         self._slots = threading.BoundedSemaphore(settings.query.max_concurrent)
+        self._caller: FunctionCaller | None = None
+        self._caller_lock = threading.Lock()
+
+    def caller(self) -> FunctionCaller:
+        """The process's external-function caller, made by the first query that calls one."""
+        with self._caller_lock:
+            if self._caller is None:
+                self._caller = FunctionCaller(self.settings.external_functions)
+            return self._caller
+
+    def close(self) -> None:
+        """Release the external-function caller's connections, if a query made it."""
+        with self._caller_lock:
+            if self._caller is not None:
+                self._caller.close()
+                self._caller = None
 
     def _blob_reader(self) -> tuple[pafs.S3FileSystem, BlobCrypto]:
         if self._fs is None or self._crypto is None:
@@ -768,9 +787,11 @@ class QueryEngine:
             out["notificationChannelName"] = self._queue_arn()
         return json.dumps(out, separators=(",", ":"))
 
-    def run(self, query: exp.Expr, check: Check) -> Result:
+    def run(self, query: exp.Expr, check: Check, context: Mapping[str, str] | None = None) -> Result:
         """Execute one query within the limits of ``settings.query``; ``check`` authorizes each
-        table, pipe and load history it reads (``services.access.authorize`` for the caller)."""
+        table, pipe, load history and external function it reads (``services.access.authorize``
+        for the caller). ``context``: the session's CURRENT_* values, for external functions'
+        CONTEXT_HEADERS."""
         limits = self.settings.query
         # Waiting threads hold an API worker thread too, but only up to the time limit; the
         # running ones are capped, so the rest of the pool stays free for insertFiles.
@@ -783,18 +804,19 @@ class QueryEngine:
                 sql_state="57014",
             )
         try:
-            return self._run(query, check)
+            return self._run(query, check, context or {})
         finally:
             self._slots.release()
 
     def compile(
-        self, query: exp.Expr, stats: dict[str, int], check: Check
+        self, query: exp.Expr, stats: dict[str, int], check: Check, calls: ExternalCalls | None = None
     ) -> tuple[str, dict[str, pa.Table]]:
         """DuckDB SQL for ``query`` and the Arrow tables it reads, by their generated names.
 
         Every table reference is resolved here: a CTE visible in its scope (renamed), a catalog
         table or COPY_HISTORY (both registered under generated names). Anything else is refused,
         so DuckDB never sees a name it could resolve on its own (a file, a view, a setting).
+        External functions are bound into ``calls`` (a query that calls one needs it).
         """
         query = query.copy()
         self._name_outputs(query)
@@ -810,7 +832,9 @@ class QueryEngine:
             ref = _reference(name, alias.copy() if isinstance(alias, exp.TableAlias) else None)
             ours.add(id(ref))
             fn.replace(ref)
-        check_functions(query)
+        calls = calls if calls is not None else ExternalCalls(self.catalog, self.defaults, check)
+        calls.bind(query)
+        check_functions(query, calls.names)
         for call in list(query.find_all(exp.Anonymous)):
             if call.name.upper() == "SYSTEM$PIPE_STATUS":
                 if not call.expressions or not isinstance(call.expressions[0], exp.Literal):
@@ -833,11 +857,14 @@ class QueryEngine:
         _check_resolved(query, ours)
         return query.sql(dialect="duckdb"), tables
 
-    def _run(self, query: exp.Expr, check: Check) -> Result:
+    def _run(self, query: exp.Expr, check: Check, context: Mapping[str, str]) -> Result:
         limits = self.settings.query
         stats = {"blobs_total": 0, "blobs_scanned": 0}
-        sql, tables = self.compile(query, stats, check)
+        calls = ExternalCalls(self.catalog, self.defaults, check)
+        sql, tables = self.compile(query, stats, check, calls)
         con = sandbox.connect(threads=limits.threads, memory_limit=limits.memory_limit)
+        if calls.bound:
+            calls.register(con, self.caller(), str(uuid.uuid4()), context)
         fired = threading.Event()
 
         def interrupt() -> None:
@@ -856,6 +883,8 @@ class QueryEngine:
             except duckdb.Error as exc:
                 if fired.is_set():
                     raise _timed_out(limits.timeout_s) from None
+                if (failed := calls.error()) is not None:
+                    raise failed from None
                 if isinstance(exc, duckdb.OutOfMemoryException):
                     raise SqlError(
                         f"The query needs more memory than query.memory_limit ({limits.memory_limit}, "

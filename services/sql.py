@@ -7,11 +7,15 @@ its check. What each statement needs is Snowflake's rule (docs/architecture.md, 
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import logging
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import redis
+from sqlglot import exp
 from sqlglot.dialects.snowflake import Snowflake
 from sqlglot.errors import TokenError
 from sqlglot.tokenizer_core import TokenType
@@ -19,10 +23,12 @@ from sqlglot.tokenizer_core import TokenType
 from floe.aws import client as aws_client
 from floe.catalog import (
     ADMIN_ROLE,
+    ApiIntegration,
     Catalog,
     CatalogObject,
     CopySpec,
     Database,
+    ExternalFunction,
     FileFormat,
     Pipe,
     Schema,
@@ -36,7 +42,9 @@ from floe.catalog.access import UseRole, UseSecondaryRoles
 from floe.catalog.ddl import (
     AlterIntegration,
     AlterPipe,
+    CreateApiIntegration,
     CreateDatabase,
+    CreateExternalFunction,
     CreateIntegration,
     CreatePipe,
     CreateSchema,
@@ -53,15 +61,30 @@ from floe.catalog.ddl import (
     parse,
 )
 from floe.channels import ChannelStore
-from floe.errors import CompilationError, PermissionDenied, SqlError
+from floe.errors import CompilationError, ObjectNotFound, PermissionDenied, SqlError
 from floe.keys import Keys
 from floe.settings import Settings
-from services.access import MODELS, Need, active_roles, authorize, closure, everything, visible
+from services.access import (
+    MODELS,
+    Need,
+    active_roles,
+    allowed,
+    authorize,
+    closure,
+    everything,
+    find,
+    visible,
+)
 from services.auth import Principal
 from services.dedup import Deduper, retire_pipe
 from services.grants import GrantStatements, already_exists, created, like, status
 from services.query import QueryEngine, Result
 from services.queues import configure_bucket, ensure_queues
+
+try:
+    FLOE_VERSION = version("floe")
+except PackageNotFoundError:  # run from a checkout that was never installed
+    FLOE_VERSION = "0.0.0"
 
 log = logging.getLogger("floe.sql")
 
@@ -97,8 +120,28 @@ SHOW_COLUMNS: dict[str, list[str]] = {
         "pattern",
         "execution_state",
     ],
+    "FUNCTION": [
+        "created_on",
+        "name",
+        "schema_name",
+        "is_builtin",
+        "is_aggregate",
+        "is_ansi",
+        "min_num_arguments",
+        "max_num_arguments",
+        "arguments",
+        "description",
+        "catalog_name",
+        "is_table_function",
+        "valid_for_clustering",
+        "is_secure",
+        "is_external_function",
+        "language",
+    ],
 }
 """The columns of each SHOW, in Snowflake's order (of the ones Floe has)."""
+MASKED = "********"
+"""How DESC INTEGRATION shows an API key that is set: never the key, nor its length."""
 CHANNEL_COLUMNS = [
     "created_on",
     "name",
@@ -168,7 +211,9 @@ class SqlExecutor:
             CreateDatabase: self._create_database,
             CreateSchema: self._create_schema,
             CreateIntegration: self._create_integration,
+            CreateApiIntegration: self._create_api_integration,
             AlterIntegration: self._alter_integration,
+            CreateExternalFunction: self._create_function,
             CreateStage: self._create_stage,
             CreateTable: self._create_table,
             CreatePipe: self._create_pipe,
@@ -179,10 +224,38 @@ class SqlExecutor:
             Drop: self._drop,
             DropObject: self._drop_object,
             AlterPipe: self._alter_pipe,
-            Query: lambda q, principal: self.engine.run(q.expression, self._check(principal)),
+            Query: lambda q, principal: self.engine.run(
+                q.expression, self._check(principal), self.session_context(principal, q.expression)
+            ),
             UseRole: self._use_role,
             UseSecondaryRoles: self._use_secondary_roles,
             **self.grants.handlers(),
+        }
+
+    def session_context(self, principal: Principal, query: exp.Expr) -> dict[str, str]:
+        """What external functions' CONTEXT_HEADERS send, by CONTEXT_FUNCTIONS name: Floe's values
+        of Snowflake's context functions for this statement ('' where Floe has no such thing)."""
+        now = dt.datetime.now(dt.UTC)
+        db, schema = self.defaults.database, self.defaults.schema
+        return {
+            "CURRENT_ACCOUNT": "FLOE",
+            "CURRENT_CLIENT": "Floe",
+            "CURRENT_DATABASE": db,
+            "CURRENT_DATE": now.date().isoformat(),
+            "CURRENT_IP_ADDRESS": "",
+            "CURRENT_REGION": self.settings.aws.region,
+            "CURRENT_ROLE": principal.owner_role,
+            "CURRENT_SCHEMA": schema,
+            "CURRENT_SCHEMAS": json.dumps([f"{db}.{schema}"]),
+            "CURRENT_SESSION": "",
+            # A header value is one line: the statement's whitespace runs become single spaces.
+            "CURRENT_STATEMENT": " ".join(query.sql("snowflake").split()),
+            "CURRENT_TIME": now.time().isoformat(),
+            "CURRENT_TIMESTAMP": now.isoformat(),
+            "CURRENT_TRANSACTION": "",
+            "CURRENT_USER": principal.user,
+            "CURRENT_VERSION": FLOE_VERSION,
+            "CURRENT_WAREHOUSE": "",
         }
 
     def execute(self, sql: str, principal: Principal, role: str | None = None) -> Result:
@@ -236,7 +309,7 @@ class SqlExecutor:
     ) -> tuple[CatalogObject | None, Result | None]:
         """The object a CREATE would replace, and the answer when IF NOT EXISTS means nothing to do.
         (``_replacing`` checked the OWNERSHIP that replacing needs.)"""
-        old = self.catalog.find(MODELS[kind], name)
+        old = find(self.catalog, kind, name)
         if old is None:
             return None, None
         if getattr(stmt, "if_not_exists", False):
@@ -248,7 +321,7 @@ class SqlExecutor:
     def _replacing(self, principal: Principal, kind: str, name: str, stmt: Any) -> None:
         """OR REPLACE of an existing object needs its OWNERSHIP (checked first: the most specific
         refusal), besides what creating it needs."""
-        if getattr(stmt, "replace", False) and self.catalog.find(MODELS[kind], name) is not None:
+        if getattr(stmt, "replace", False) and find(self.catalog, kind, name) is not None:
             self._authorize(principal, Need(kind, name, ("OWNERSHIP",)))
 
     # ------------------------------------------------------------------ databases and schemas
@@ -288,32 +361,74 @@ class SqlExecutor:
         """Drop a database or schema and everything in it (Snowflake's DROP ... CASCADE)."""
         for pipe in [p for n, p in self.catalog.all(Pipe).items() if _inside(n, name)]:
             self._remove_pipe(pipe)
-        for model in (Stage, Table) + ((Schema,) if kind == "DATABASE" else ()):
+        for model in (Stage, Table, ExternalFunction) + ((Schema,) if kind == "DATABASE" else ()):
             for obj_name in [n for n in self.catalog.all(model) if _inside(n, name)]:
                 self.catalog.delete(model, obj_name)
-        self.catalog.delete(MODELS[kind], name)
+        self.catalog.delete(Database if kind == "DATABASE" else Schema, name)
         self.grants.revoke_all_under(name)
 
     def _drop_object(self, s: DropObject, principal: Principal) -> Result:
+        short = _short(s.kind, s.name)
         if not self.grants.target(principal, s.kind, s.name, s.if_exists):
-            return status(f"Drop statement executed successfully ({_parts(s.name)[-1]} already dropped).")
+            return status(f"Drop statement executed successfully ({short} already dropped).")
         if s.kind == "INTEGRATION":
-            users = sorted(
-                st.name for st in self.catalog.all(Stage).values() if st.storage_integration == s.name
-            )
-            self.catalog.delete(StorageIntegration, s.name)
+            integration = self._integration(s.name, s.family, "DROP")
+            # Functions and stages stay: they fail when used, as in Snowflake (and work again if
+            # an integration of the name comes back). The log says which.
+            if isinstance(integration, ApiIntegration):
+                users = [
+                    f.name for f in self.catalog.all(ExternalFunction).values() if f.integration == s.name
+                ]
+                effect = "functions %s can no longer be called"
+            else:
+                users = [
+                    st.name for st in self.catalog.all(Stage).values() if st.storage_integration == s.name
+                ]
+                effect = "stages %s can no longer load"
+            self.catalog.delete(type(integration), s.name)
             self.grants.revoke_all("INTEGRATION", s.name)
             if users:
-                log.warning("integration %s dropped; stages %s can no longer load", s.name, ", ".join(users))
+                log.warning("integration %s dropped; " + effect, s.name, ", ".join(sorted(users)))
+        elif s.kind == "FUNCTION":
+            self.catalog.delete(ExternalFunction, s.name)
+            self.grants.revoke_all("FUNCTION", s.name)
         else:
             self._drop_namespace(s.kind, s.name)
-        return status(f"{_parts(s.name)[-1]} successfully dropped.")
+        return status(f"{short} successfully dropped.")
 
     # ------------------------------------------------------------------------- integrations
+
+    def _integration(self, name: str, family: str | None, verb: str) -> StorageIntegration | ApiIntegration:
+        """The integration ``name`` (the caller has authorized), of the kind the statement names."""
+        found = find(self.catalog, "INTEGRATION", name)
+        if not isinstance(found, StorageIntegration | ApiIntegration):
+            raise ObjectNotFound("integration", name)
+        kind = "API" if isinstance(found, ApiIntegration) else "STORAGE"
+        if family is not None and family != kind:
+            raise CompilationError(
+                f"Integration '{name}' is {_INTEGRATION_NOUN[kind]}, not {_INTEGRATION_NOUN[family]}; "
+                f"{verb} {kind} INTEGRATION {name} (or {verb} INTEGRATION {name})"
+            )
+        return found
+
+    def _refuse_other_kind(self, name: str, model: type[CatalogObject]) -> None:
+        """Storage and API integrations share one namespace, as in Snowflake: creating one refuses
+        a name an integration of the other kind has (even with OR REPLACE or IF NOT EXISTS, which
+        would otherwise replace or keep an object of another kind)."""
+        found = find(self.catalog, "INTEGRATION", name)
+        if found is not None and not isinstance(found, model):
+            kind = "API" if isinstance(found, ApiIntegration) else "STORAGE"
+            raise SqlError(
+                f"Integration '{name}' already exists as {_INTEGRATION_NOUN[kind]}: storage and API "
+                f"integrations share one namespace. Choose another name, or DROP INTEGRATION {name} first.",
+                code="002002",
+                sql_state="42710",
+            )
 
     def _create_integration(self, s: CreateIntegration, principal: Principal) -> Result:
         self._replacing(principal, "INTEGRATION", s.name, s)
         self._authorize(principal, Need("ACCOUNT", "", ("CREATE INTEGRATION",)))
+        self._refuse_other_kind(s.name, StorageIntegration)
         _old, done = self._existing(principal, "INTEGRATION", s.name, s)
         if done is not None:
             return done
@@ -332,11 +447,38 @@ class SqlExecutor:
         )
         return status(f"Integration {s.name} successfully created.")
 
+    def _create_api_integration(self, s: CreateApiIntegration, principal: Principal) -> Result:
+        # Authorized as CREATE STORAGE INTEGRATION is: CREATE INTEGRATION on the account, which only
+        # ACCOUNTADMIN holds unless it grants it. The API key is stored, and shown to no one.
+        self._replacing(principal, "INTEGRATION", s.name, s)
+        self._authorize(principal, Need("ACCOUNT", "", ("CREATE INTEGRATION",)))
+        self._refuse_other_kind(s.name, ApiIntegration)
+        _old, done = self._existing(principal, "INTEGRATION", s.name, s)
+        if done is not None:
+            return done
+        self.catalog.put(
+            ApiIntegration(
+                name=s.name,
+                enabled=s.enabled,
+                provider=s.provider,
+                allowed_prefixes=s.allowed_prefixes,
+                blocked_prefixes=s.blocked_prefixes,
+                api_key=s.api_key,
+                owner=principal.owner_role,
+                created_ms=now_ms(),
+                comment=s.comment,
+            )
+        )
+        return status(f"Integration {s.name} successfully created.")
+
     def _alter_integration(self, s: AlterIntegration, principal: Principal) -> Result:
         # Snowflake lets only the owner alter an integration (ACCOUNTADMIN holds everything here).
         if not self.grants.target(principal, "INTEGRATION", s.name, s.if_exists):
             return status(f"Integration {s.name} does not exist, statement succeeded.")
-        old = self.catalog.get(StorageIntegration, s.name)
+        found = self._integration(s.name, s.family, "ALTER")
+        if isinstance(found, ApiIntegration):
+            return self._alter_api_integration(s, found)
+        old = found
         update: dict[str, Any] = {}
         if s.enabled is not None:
             update["enabled"] = s.enabled
@@ -362,6 +504,36 @@ class SqlExecutor:
         )
         if outside:
             log.warning("integration %s altered; stages %s can no longer load", s.name, ", ".join(outside))
+        return status("Statement executed successfully.")
+
+    def _alter_api_integration(self, s: AlterIntegration, old: ApiIntegration) -> Result:
+        update: dict[str, Any] = {}
+        if s.enabled is not None:
+            update["enabled"] = s.enabled
+        if s.allowed_prefixes is not None:
+            update["allowed_prefixes"] = s.allowed_prefixes
+        if s.blocked_prefixes is not None:
+            update["blocked_prefixes"] = s.blocked_prefixes
+        if s.api_key is not None:
+            update["api_key"] = s.api_key
+        if s.comment is not None:
+            update["comment"] = s.comment
+        fields = {"API_BLOCKED_PREFIXES": "blocked_prefixes", "API_KEY": "api_key", "COMMENT": "comment"}
+        for key in s.unset:
+            update[fields[key]] = [] if key == "API_BLOCKED_PREFIXES" else None
+        new = old.model_copy(update=update)
+        self.catalog.put(new)
+        # Functions keep their URLs; calls to the ones now outside fail (floe/external re-checks
+        # every call), so say which.
+        outside = sorted(
+            f.name
+            for f in self.catalog.all(ExternalFunction).values()
+            if f.integration == s.name and not (new.enabled and new.admits(f.url))
+        )
+        if outside:
+            log.warning(
+                "integration %s altered; functions %s can no longer be called", s.name, ", ".join(outside)
+            )
         return status("Statement executed successfully.")
 
     def _refuse_tables_bucket(self, locations: list[str]) -> None:
@@ -403,6 +575,64 @@ class SqlExecutor:
             raise PermissionDenied(
                 f"SQL access control error:\nURL '{url}' is not allowed by integration '{integration}'. "
                 "Please use DESC INTEGRATION to check out allowed and blocked locations."
+            )
+
+    # ------------------------------------------------------------------- external functions
+
+    def _create_function(self, s: CreateExternalFunction, principal: Principal) -> Result:
+        name = s.signature
+        self._replacing(principal, "FUNCTION", name, s)
+        self._creating(principal, "FUNCTION", f"{s.name.database}.{s.name.schema}")
+        old, done = self._existing(principal, "FUNCTION", name, s)
+        if done is not None:
+            return done
+        self.check_function_integration(principal, s.integration, s.url)
+        self.catalog.put(
+            ExternalFunction(
+                name=name,
+                function_name=str(s.name),
+                args=s.args,
+                returns=s.returns,
+                secure=s.secure,
+                strict=s.strict,
+                volatility=s.volatility,
+                integration=s.integration,
+                headers=s.headers,
+                context_headers=s.context_headers,
+                max_batch_rows=s.max_batch_rows,
+                compression=s.compression,
+                url=s.url,
+                # A replaced function keeps its owner, as a replaced table or pipe does.
+                owner=old.owner if old is not None else principal.owner_role,
+                created_ms=now_ms(),
+                comment=s.comment,
+            )
+        )
+        if old is None:
+            self.grants.apply_future("FUNCTION", name)
+        return status(f"Function {s.name.name} successfully created.")
+
+    def check_function_integration(self, principal: Principal, integration: str, url: str) -> None:
+        """A function may call ``url`` only through an API integration the principal may use, that
+        is enabled and admits the URL (``ApiIntegration.admits``)."""
+        self._authorize(principal, Need("INTEGRATION", integration, ("USAGE",)))
+        found = find(self.catalog, "INTEGRATION", integration)
+        if not isinstance(found, ApiIntegration):
+            raise CompilationError(
+                f"Integration '{integration}' is a storage integration; API_INTEGRATION names an API "
+                "integration (CREATE API INTEGRATION ... API_ALLOWED_PREFIXES = (...))"
+            )
+        if not found.enabled:
+            raise SqlError(
+                f"API integration '{integration}' is disabled (ENABLED = FALSE).",
+                code="003001",
+                sql_state="42501",
+            )
+        if not found.admits(url):
+            raise PermissionDenied(
+                f"SQL access control error:\nURL '{url}' is not allowed by API integration '{integration}': "
+                "it must lie under one of its API_ALLOWED_PREFIXES and outside its API_BLOCKED_PREFIXES "
+                f"(DESC INTEGRATION {integration} lists them)."
             )
 
     # --------------------------------------------------------------------- stages, tables, pipes
@@ -586,15 +816,19 @@ class SqlExecutor:
             # A container the roles cannot use answers as a missing one, not as an empty list.
             self._authorize(principal, Need(s.in_kind, s.in_name, ("USAGE", "OWNERSHIP")))
         roles = active_roles(self.catalog, principal)
-        model = MODELS[s.kind]
+        models = MODELS[s.kind]
+        if s.family is not None:
+            models = (ApiIntegration,) if s.family == "API" else (StorageIntegration,)
         objects = [
             o
+            for model in models
             for n, o in self.catalog.all(model).items()
             if visible(self.catalog, roles, s.kind, n) and (s.in_name is None or _inside(n, s.in_name))
         ]
         rows = [self._row(s.kind, o) for o in objects]
         rows = like(rows, s.like)
-        rows.sort(key=lambda r: str(r["name"]))
+        # Overloads share a name; their arguments tell them apart.
+        rows.sort(key=lambda r: (str(r["name"]), str(r.get("arguments", ""))))
         columns = SHOW_COLUMNS[s.kind]
         return Result(columns, [[r[c] for c in columns] for r in rows])
 
@@ -644,6 +878,8 @@ class SqlExecutor:
         return out
 
     def _row(self, kind: str, obj: CatalogObject) -> dict[str, Any]:
+        if isinstance(obj, ExternalFunction):
+            return _function_row(obj)
         parts = _parts(obj.name)
         base = {
             "created_on": created(obj.created_ms),
@@ -655,8 +891,9 @@ class SqlExecutor:
             return base
         if kind == "SCHEMA":
             return {**base, "database_name": parts[0]}
-        if kind == "INTEGRATION":
-            assert isinstance(obj, StorageIntegration)
+        if isinstance(obj, ApiIntegration):
+            return {**base, "type": "EXTERNAL_API", "category": "API", "enabled": str(obj.enabled).lower()}
+        if isinstance(obj, StorageIntegration):
             return {
                 **base,
                 "type": "EXTERNAL_STAGE",
@@ -723,7 +960,13 @@ class SqlExecutor:
 
     def _describe_object(self, s: DescribeObject, principal: Principal) -> Result:
         self._authorize(principal, Need(s.kind, s.name, everything(s.kind)))
-        obj = self.catalog.get(MODELS[s.kind], s.name)
+        if s.kind == "FUNCTION":
+            return self._describe_function(s.name, principal)
+        obj = find(self.catalog, s.kind, s.name)
+        if obj is None:
+            raise ObjectNotFound(s.kind.lower(), s.name)
+        if s.kind == "INTEGRATION":
+            self._integration(s.name, s.family, "DESC")
         rows: list[list[Any]] = [
             ["NAME", _parts(obj.name)[-1]],
             ["OWNER", obj.owner],
@@ -736,13 +979,43 @@ class SqlExecutor:
                 ["STORAGE_ALLOWED_LOCATIONS", ",".join(obj.allowed_locations)],
                 ["STORAGE_BLOCKED_LOCATIONS", ",".join(obj.blocked_locations)],
             ]
+        if isinstance(obj, ApiIntegration):
+            rows += [
+                ["ENABLED", str(obj.enabled).lower()],
+                ["API_PROVIDER", obj.provider],
+                ["API_ALLOWED_PREFIXES", ",".join(obj.allowed_prefixes)],
+                ["API_BLOCKED_PREFIXES", ",".join(obj.blocked_prefixes)],
+                # Whether a key is set, never the key: not to ACCOUNTADMIN, not to the owner.
+                ["API_KEY", MASKED if obj.api_key else ""],
+            ]
+        return Result(["property", "value"], rows)
+
+    def _describe_function(self, name: str, principal: Principal) -> Result:
+        """DESC FUNCTION's property rows (``_describe_object`` has authorized). A SECURE function's
+        definition, its URL and headers, is its owner's to see, as in Snowflake."""
+        fn = self.catalog.get(ExternalFunction, name)
+        shown = not fn.secure or allowed(self.catalog, principal, Need("FUNCTION", name, ("OWNERSHIP",)))
+        returns = fn.returns.sql_type + ("" if fn.returns.nullable else " NOT NULL")
+        rows: list[list[Any]] = [
+            ["signature", "(" + ", ".join(f"{a.name} {a.type}" for a in fn.args) + ")"],
+            ["returns", returns],
+            ["language", "EXTERNAL"],
+            ["null handling", "RETURNS NULL ON NULL INPUT" if fn.strict else "CALLED ON NULL INPUT"],
+            ["volatility", fn.volatility],
+            ["body", fn.url if shown else None],
+            ["headers", json.dumps(dict(fn.headers)) if shown else None],
+            ["context_headers", "[" + ", ".join(fn.context_headers) + "]"],
+            ["max_batch_rows", str(fn.max_batch_rows) if fn.max_batch_rows is not None else "not set"],
+            ["compression", fn.compression],
+            ["api_integration", fn.integration],
+        ]
         return Result(["property", "value"], rows)
 
     # -------------------------------------------------------------------------- DROP and ALTER
 
     def _drop(self, s: Drop, principal: Principal) -> Result:
         name = str(s.name)
-        model = MODELS[s.kind]
+        (model,) = MODELS[s.kind]
         if not self.grants.target(principal, s.kind, name, s.if_exists):
             return status(f"Drop statement executed successfully ({s.name.name} already dropped).")
         removed = self.catalog.find(model, name)
@@ -787,6 +1060,40 @@ def statements(sql: str) -> list[str]:
             start = token.end + 1
     out.append(sql[start:])
     return [text for text in out if text.strip()]
+
+
+_INTEGRATION_NOUN = {"STORAGE": "a storage integration", "API": "an API integration"}
+
+
+def _short(kind: str, name: str) -> str:
+    """An object's own name, as messages say it: the last part, and a function without its types."""
+    if kind == "FUNCTION":
+        name = name[: name.rindex("(")]
+    return _parts(name)[-1]
+
+
+def _function_row(fn: ExternalFunction) -> dict[str, Any]:
+    """SHOW EXTERNAL FUNCTIONS' row, with Snowflake's columns."""
+    db, schema, short = _parts(fn.function_name)
+    types = ", ".join(a.type for a in fn.args)
+    return {
+        "created_on": created(fn.created_ms),
+        "name": short,
+        "schema_name": schema,
+        "is_builtin": "N",
+        "is_aggregate": "N",
+        "is_ansi": "N",
+        "min_num_arguments": len(fn.args),
+        "max_num_arguments": len(fn.args),
+        "arguments": f"{short}({types}) RETURN {fn.returns.type}",
+        "description": fn.comment or "user-defined function",
+        "catalog_name": db,
+        "is_table_function": "N",
+        "valid_for_clustering": "N",
+        "is_secure": "Y" if fn.secure else "N",
+        "is_external_function": "Y",
+        "language": "EXTERNAL",
+    }
 
 
 def _inside(name: str, container: str) -> bool:

@@ -4,7 +4,9 @@ sqlglot parses none of these (it falls back to ``exp.Command``), so a small scan
 regexes reads them and reports syntax errors the way Snowflake does, with line and position.
 ``floe.catalog.ddl`` uses the same scanner for the statements sqlglot does not read either.
 User, role, database and integration names live at account level and are one identifier; a
-schema's name is DB.SCHEMA, and tables, stages and pipes are qualified to DB.SCHEMA.NAME.
+schema's name is DB.SCHEMA, and tables, stages and pipes are qualified to DB.SCHEMA.NAME. A function
+is named by its overload's signature, DB.SCHEMA.F(NUMBER, VARCHAR): its argument types decide which
+of the functions of one name a statement means.
 """
 
 from __future__ import annotations
@@ -13,9 +15,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from floe.catalog.models import PRIVILEGES
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from floe.catalog.models import PRIVILEGES, Column, function_signature
 from floe.catalog.names import IDENT, QNAME, Defaults, Name, check_identifier, qualify
 from floe.errors import CompilationError
+from floe.types import parse_column_type
 
 KEY_PROPERTIES = ("RSA_PUBLIC_KEY", "RSA_PUBLIC_KEY_2")
 """User properties holding public keys; a user may set or unset these on itself."""
@@ -101,10 +107,11 @@ class Securable:
     """An object a privilege is granted on."""
 
     kind: str
-    """One of ObjectKind: ACCOUNT, DATABASE, SCHEMA, TABLE, STAGE, PIPE, INTEGRATION, ROLE or USER."""
+    """One of ObjectKind: ACCOUNT, DATABASE, SCHEMA, TABLE, STAGE, PIPE, INTEGRATION, FUNCTION, ROLE
+    or USER."""
     name: str
-    """'' for ACCOUNT; DB for DATABASE; DB.S for SCHEMA; DB.S.N for TABLE, STAGE and PIPE; one
-    identifier for INTEGRATION, ROLE and USER."""
+    """'' for ACCOUNT; DB for DATABASE; DB.S for SCHEMA; DB.S.N for TABLE, STAGE and PIPE; the
+    signature DB.S.F(NUMBER, VARCHAR) for FUNCTION; one identifier for INTEGRATION, ROLE and USER."""
 
 
 @dataclass
@@ -114,7 +121,7 @@ class Bulk:
     future: bool
     """FUTURE (objects created from now on) rather than ALL (the objects there now)."""
     kind: str
-    """TABLE, STAGE or PIPE (TABLES, STAGES, PIPES in the SQL)."""
+    """TABLE, STAGE, PIPE or FUNCTION (TABLES, STAGES, PIPES, FUNCTIONS in the SQL)."""
     container_kind: str
     """SCHEMA or DATABASE."""
     container: str
@@ -269,9 +276,13 @@ _HEAD = re.compile(
 _PATTERNS: dict[str, re.Pattern[str]] = {}
 _REST_IS_BLANK = re.compile(r"\s*\Z")
 _WORD = r"[A-Za-z_]\w*"
-# What GRANT ... ON names, in the SQL. Snowflake spells an integration either way in grants.
-_ON_KIND = r"(?P<kind>ACCOUNT|DATABASE|SCHEMA|TABLE|STAGE|PIPE|(?:STORAGE\s+)?INTEGRATION|ROLE|USER)\b"
-_ON_KINDS = "ACCOUNT, DATABASE, SCHEMA, TABLE, STAGE, PIPE, INTEGRATION, ROLE or USER"
+# What GRANT ... ON names, in the SQL. Snowflake spells an integration with or without its kind in
+# grants; storage and API integrations share one namespace, so the name alone says which.
+_ON_KIND = (
+    r"(?P<kind>ACCOUNT|DATABASE|SCHEMA|TABLE|STAGE|PIPE|(?:STORAGE\s+|API\s+)?INTEGRATION|FUNCTION"
+    r"|ROLE|USER)\b"
+)
+_ON_KINDS = "ACCOUNT, DATABASE, SCHEMA, TABLE, STAGE, PIPE, INTEGRATION, FUNCTION, ROLE or USER"
 _IN_CONTAINER = r"IN\s+(?P<kind>SCHEMA|DATABASE)\b"
 _THREE_PARTS = ("TABLE", "STAGE", "PIPE")
 """Kinds named DB.SCHEMA.NAME (a schema is DB.SCHEMA; the others are one identifier)."""
@@ -283,6 +294,7 @@ _NOUNS = {
     "STAGE": "a stage",
     "PIPE": "a pipe",
     "INTEGRATION": "an integration",
+    "FUNCTION": "a function",
     "ROLE": "a role",
     "USER": "a user",
 }
@@ -291,6 +303,10 @@ _NOUNS = {
 # every one is matched at the cursor only (never searched), and none has two neighbouring quantified
 # parts that can match the same characters. A failed step rescans at most the blanks before it, and
 # every loop consumes text or ends (tests/floe/catalog/test_parse_linear.py times 100k inputs).
+
+# A data type as written in a function's signature: a word (DOUBLE PRECISION and CHARACTER VARYING
+# take a second one), then its precision and scale or length. sqlglot reads what this matched.
+_TYPE = r"[A-Za-z_]\w*(?:\s+(?:PRECISION|VARYING)\b)?(?:\s*\(\s*\d+\s*(?:,\s*\d+\s*)?\))?"
 
 
 class Scanner:
@@ -359,10 +375,39 @@ class Scanner:
         """A schema name as DB.SCHEMA."""
         return qualify_schema(self.expect(QNAME, "a schema name").group(0).strip(), defaults)
 
+    def data_type(self, expected: str) -> tuple[str, int | None, int | None]:
+        """A data type as CREATE TABLE reads it: (canonical type, precision or length, scale)."""
+        text = " ".join(self.expect(_TYPE, expected).group(0).split())
+        try:
+            dtype = exp.DataType.build(text, dialect="snowflake")
+        except (ParseError, TokenError, ValueError):
+            raise CompilationError(
+                f"unsupported data type '{shortened(text)}'; Floe's types are NUMBER, FLOAT, VARCHAR, "
+                "BOOLEAN, DATE, TIMESTAMP_NTZ, TIMESTAMP_TZ and VARIANT (and their synonyms)"
+            ) from None
+        return parse_column_type(dtype)
+
+    def signature(self, defaults: Defaults) -> str:
+        """A function overload as DROP, DESC and GRANT name it, ``f(NUMBER, VARCHAR)``: its argument
+        types, each by its canonical type (INT is NUMBER, STRING is VARCHAR), as the catalog keys it."""
+        name = self.qualified("function", defaults)
+        self.expect(r"\(", "the argument types in parentheses after the function's name, such as f(NUMBER)")
+        types: list[Column] = []
+        if self.take(r"\)") is None:
+            while True:
+                kind = self.data_type("an argument type, such as NUMBER or VARCHAR")[0]
+                types.append(Column(name=f"ARG{len(types) + 1}", type=kind))
+                if self.take(r"\)") is not None:
+                    break
+                self.expect(",", "',' or ')' in the argument types")
+        return function_signature(str(name), types)
+
     def object_name(self, kind: str, defaults: Defaults) -> str:
         """The name of an object of ``kind`` as grants and the catalog spell it (see Securable)."""
         if kind == "ACCOUNT":
             return ""
+        if kind == "FUNCTION":
+            return self.signature(defaults)
         if kind == "SCHEMA":
             return self.schema(defaults)
         if kind in _THREE_PARTS:
@@ -372,6 +417,17 @@ class Scanner:
     def string(self, expected: str) -> str:
         """A quoted string, unescaped."""
         return _string(self.expect(_STRING, expected).group(0).strip())
+
+    def secret(self, key: str) -> str:
+        """A quoted secret (API_KEY), unescaped. Its error says what is missing but, unlike
+        ``error``, never repeats the text it found: that text is likely the secret, unquoted."""
+        m = self.take(_STRING)
+        if m is None:
+            raise CompilationError(
+                f"{self.what} expects a quoted value after {key} =, such as {key} = '<value>' "
+                "(what was written there is not repeated: it may be a secret)"
+            )
+        return _string(m.group(0).strip())
 
     def value(self, expected: str) -> str:
         """An option's value: a quoted string unescaped, or a bare word as written."""
@@ -598,7 +654,9 @@ def _target(sc: Scanner, defaults: Defaults) -> Securable | Bulk:
     if m is None:
         return _securable(sc, defaults)
     when = m.group("when").upper()
-    plural = sc.word(r"TABLES\b|STAGES\b|PIPES\b", f"TABLES, STAGES or PIPES after ON {when}")
+    plural = sc.word(
+        r"TABLES\b|STAGES\b|PIPES\b|FUNCTIONS\b", f"TABLES, STAGES, PIPES or FUNCTIONS after ON {when}"
+    )
     container_kind, container = _container(sc, defaults)
     return Bulk(when == "FUTURE", plural[:-1], container_kind, container)
 

@@ -2,9 +2,10 @@
 
 sqlglot's Snowflake dialect parses stages, tables, COPY INTO and queries. It does not cover the
 pipe header (``CREATE PIPE ... AS``) or ALTER PIPE, so those headers are matched by hand and
-everything after ``AS`` goes back to sqlglot. SHOW, DESC, DROP and CREATE DATABASE | SCHEMA |
-STORAGE INTEGRATION are read by the scanner of ``floe.catalog.access``, which parses users, roles
-and grants, so that their syntax errors say where and what was expected.
+everything after ``AS`` goes back to sqlglot. SHOW, DESC, DROP, CREATE DATABASE | SCHEMA |
+STORAGE INTEGRATION | API INTEGRATION | EXTERNAL FUNCTION and ALTER INTEGRATION are read by the
+scanner of ``floe.catalog.access``, which parses users, roles and grants, so that their syntax
+errors say where and what was expected.
 """
 
 from __future__ import annotations
@@ -18,7 +19,17 @@ from sqlglot.errors import ParseError, TokenError
 
 from floe.catalog import access
 from floe.catalog.access import AccessStatement, Scanner, shortened
-from floe.catalog.models import Column, FileFormat, OnError, split_s3_url
+from floe.catalog.models import (
+    CONTEXT_FUNCTIONS,
+    Column,
+    FileFormat,
+    FunctionCompression,
+    OnError,
+    Volatility,
+    check_function_url,
+    function_signature,
+    split_s3_url,
+)
 from floe.catalog.names import QNAME, check_identifier
 
 # Callers import these from here, as they did before the names had a module of their own.
@@ -134,10 +145,34 @@ class CreateIntegration:
 
 
 @dataclass
+class CreateApiIntegration:
+    """CREATE [OR REPLACE] API INTEGRATION [IF NOT EXISTS] i API_PROVIDER = <provider>
+    API_ALLOWED_PREFIXES = ('https://...', ...) [API_BLOCKED_PREFIXES = (...)] [API_KEY = '...']
+    ENABLED = TRUE | FALSE [COMMENT = '...'], in any order; the cloud identity properties
+    (API_AWS_ROLE_ARN, AZURE_TENANT_ID, AZURE_AD_APPLICATION_ID, GOOGLE_AUDIENCE) are accepted and
+    ignored: Floe calls the service itself, with the API key."""
+
+    name: str
+    provider: str
+    """API_PROVIDER, upper-case: one of API_PROVIDERS."""
+    allowed_prefixes: list[str]
+    """At least one; each passed ``check_function_url``."""
+    enabled: bool
+    blocked_prefixes: list[str] = field(default_factory=list)
+    api_key: str | None = field(default=None, repr=False)
+    """API_KEY: a secret; never in a repr, an error or a log line."""
+    replace: bool = False
+    if_not_exists: bool = False
+    comment: str | None = None
+
+
+@dataclass
 class AlterIntegration:
-    """ALTER [STORAGE] INTEGRATION [IF EXISTS] i SET [ENABLED = TRUE | FALSE]
-    [STORAGE_ALLOWED_LOCATIONS = (...)] [STORAGE_BLOCKED_LOCATIONS = (...)] [COMMENT = '...'], or
-    ... UNSET STORAGE_BLOCKED_LOCATIONS | COMMENT [, ...]; a property left out keeps its value."""
+    """ALTER [STORAGE | API] INTEGRATION [IF EXISTS] i SET [ENABLED = TRUE | FALSE]
+    [STORAGE_ALLOWED_LOCATIONS = (...)] [STORAGE_BLOCKED_LOCATIONS = (...)] | [API_ALLOWED_PREFIXES =
+    (...)] [API_BLOCKED_PREFIXES = (...)] [API_KEY = '...'] [COMMENT = '...'], or ... UNSET
+    STORAGE_BLOCKED_LOCATIONS | API_BLOCKED_PREFIXES | API_KEY | COMMENT [, ...]; a property left out
+    keeps its value."""
 
     name: str
     if_exists: bool = False
@@ -146,21 +181,63 @@ class AlterIntegration:
     blocked_locations: list[str] | None = None
     comment: str | None = None
     unset: list[str] = field(default_factory=list)
-    """STORAGE_BLOCKED_LOCATIONS and COMMENT, back to empty."""
+    """STORAGE_BLOCKED_LOCATIONS, API_BLOCKED_PREFIXES, API_KEY and COMMENT, back to empty."""
+    family: str | None = None
+    """STORAGE or API when the statement says which kind of integration it alters (by keyword or by
+    a property only that kind has); None when it changes only ENABLED or COMMENT of either kind."""
+    allowed_prefixes: list[str] | None = None
+    blocked_prefixes: list[str] | None = None
+    api_key: str | None = field(default=None, repr=False)
+
+
+@dataclass
+class CreateExternalFunction:
+    """CREATE [OR REPLACE] [SECURE] EXTERNAL FUNCTION [IF NOT EXISTS] f(a type, ...) RETURNS type
+    [[NOT] NULL] [CALLED ON NULL INPUT | RETURNS NULL ON NULL INPUT | STRICT] [VOLATILE | IMMUTABLE]
+    [COMMENT = '...'] API_INTEGRATION = i [HEADERS = ('name' = 'value', ...)]
+    [CONTEXT_HEADERS = (CURRENT_USER, ...)] [MAX_BATCH_ROWS = n] [COMPRESSION = AUTO | NONE | GZIP |
+    DEFLATE] AS '<url>' (the clauses before AS in any order)."""
+
+    name: Name
+    args: list[Column]
+    returns: Column
+    """Named after the function; ``nullable`` False for RETURNS ... NOT NULL."""
+    integration: str
+    url: str
+    """Passed ``check_function_url``."""
+    secure: bool = False
+    strict: bool = False
+    """RETURNS NULL ON NULL INPUT or STRICT."""
+    volatility: Volatility = "VOLATILE"
+    comment: str | None = None
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    """Names lower-case, none of the protocol's own."""
+    context_headers: list[str] = field(default_factory=list)
+    max_batch_rows: int | None = None
+    compression: FunctionCompression = "AUTO"
+    replace: bool = False
+    if_not_exists: bool = False
+
+    @property
+    def signature(self) -> str:
+        """The catalog name of this overload, DB.S.F(NUMBER, VARCHAR)."""
+        return function_signature(str(self.name), self.args)
 
 
 @dataclass
 class Show:
-    """SHOW DATABASES | SCHEMAS | [STORAGE] INTEGRATIONS | STAGES | TABLES | PIPES [LIKE '...']
-    [IN ACCOUNT | IN DATABASE [d] | IN SCHEMA [s]]."""
+    """SHOW DATABASES | SCHEMAS | [STORAGE | API] INTEGRATIONS | STAGES | TABLES | PIPES | EXTERNAL
+    FUNCTIONS [LIKE '...'] [IN ACCOUNT | IN DATABASE [d] | IN SCHEMA [s]]."""
 
     kind: str
-    """DATABASE, SCHEMA, INTEGRATION, STAGE, TABLE or PIPE."""
+    """DATABASE, SCHEMA, INTEGRATION, STAGE, TABLE, PIPE or FUNCTION."""
     like: str | None = None
     in_kind: str | None = None
     """ACCOUNT, DATABASE or SCHEMA; None without IN."""
     in_name: str | None = None
     """'' for ACCOUNT, DB for DATABASE, DB.S for SCHEMA (the defaults' when IN names none)."""
+    family: str | None = None
+    """SHOW STORAGE | API INTEGRATIONS: only that kind of integration; None lists both."""
 
 
 @dataclass
@@ -183,12 +260,14 @@ class Describe:
 
 @dataclass
 class DescribeObject:
-    """DESC[RIBE] DATABASE d | SCHEMA s | [STORAGE] INTEGRATION i."""
+    """DESC[RIBE] DATABASE d | SCHEMA s | [STORAGE | API] INTEGRATION i | FUNCTION f(types)."""
 
     kind: str
-    """DATABASE, SCHEMA or INTEGRATION."""
+    """DATABASE, SCHEMA, INTEGRATION or FUNCTION."""
     name: str
-    """DB, DB.S or I."""
+    """DB, DB.S, I, or the signature DB.S.F(NUMBER, VARCHAR)."""
+    family: str | None = None
+    """STORAGE or API when the statement names the kind of integration."""
 
 
 @dataclass
@@ -202,13 +281,16 @@ class Drop:
 
 @dataclass
 class DropObject:
-    """DROP DATABASE | SCHEMA | [STORAGE] INTEGRATION [IF EXISTS] name [CASCADE | RESTRICT]."""
+    """DROP DATABASE | SCHEMA [IF EXISTS] name [CASCADE | RESTRICT], DROP [STORAGE | API]
+    INTEGRATION [IF EXISTS] i, DROP FUNCTION [IF EXISTS] f(types)."""
 
     kind: str
-    """DATABASE, SCHEMA or INTEGRATION."""
+    """DATABASE, SCHEMA, INTEGRATION or FUNCTION."""
     name: str
-    """DB, DB.S or I."""
+    """DB, DB.S, I, or the signature DB.S.F(NUMBER, VARCHAR)."""
     if_exists: bool = False
+    family: str | None = None
+    """STORAGE or API when the statement names the kind of integration."""
 
 
 @dataclass
@@ -231,7 +313,9 @@ Statement = (
     CreateDatabase
     | CreateSchema
     | CreateIntegration
+    | CreateApiIntegration
     | AlterIntegration
+    | CreateExternalFunction
     | CreateStage
     | CreateTable
     | CreatePipe
@@ -259,6 +343,8 @@ _KINDS = {
     "TABLES": "TABLE",
     "PIPE": "PIPE",
     "PIPES": "PIPE",
+    "FUNCTION": "FUNCTION",
+    "FUNCTIONS": "FUNCTION",
 }
 _IN_SCHEMA = ("TABLE", "STAGE", "PIPE")
 """Kinds that live in a schema and are named DB.SCHEMA.NAME (the others have one or two parts)."""
@@ -269,6 +355,7 @@ _SHOW_SCOPES: dict[str, tuple[str, ...]] = {
     "TABLE": ("ACCOUNT", "DATABASE", "SCHEMA"),
     "STAGE": ("ACCOUNT", "DATABASE", "SCHEMA"),
     "PIPE": ("ACCOUNT", "DATABASE", "SCHEMA"),
+    "FUNCTION": ("ACCOUNT", "DATABASE", "SCHEMA"),
 }
 """What SHOW <kind>S ... IN may name, as in Snowflake (SHOW DATABASES and INTEGRATIONS take no IN)."""
 _INTEGRATION_REQUIRED = ("TYPE", "STORAGE_PROVIDER", "ENABLED", "STORAGE_ALLOWED_LOCATIONS")
@@ -285,6 +372,29 @@ _INTEGRATION_EXAMPLE = (
     "TYPE = EXTERNAL_STAGE STORAGE_PROVIDER = 'S3' ENABLED = TRUE "
     "STORAGE_ALLOWED_LOCATIONS = ('s3://bucket/path/')"
 )
+API_PROVIDERS = (
+    "AWS_API_GATEWAY",
+    "AWS_PRIVATE_API_GATEWAY",
+    "AWS_GOV_API_GATEWAY",
+    "AWS_GOV_PRIVATE_API_GATEWAY",
+    "AZURE_API_MANAGEMENT",
+    "AZURE_PRIVATE_API_MANAGEMENT",
+    "AZURE_GOV_API_MANAGEMENT",
+    "AZURE_GOV_PRIVATE_API_MANAGEMENT",
+    "GOOGLE_API_GATEWAY",
+    "GIT_HTTPS_API",
+)
+"""Snowflake's API_PROVIDER values. Floe calls every kind of service the same way (HTTPS, the
+API key), so the provider is recorded and shown, nothing more."""
+_API_REQUIRED = ("API_PROVIDER", "API_ALLOWED_PREFIXES", "ENABLED")
+# The cloud identities Snowflake assumes to reach a gateway. Floe calls the URL itself, with the
+# API key when there is one; scripts written for Snowflake still run.
+_API_IGNORED = ("API_AWS_ROLE_ARN", "AZURE_TENANT_ID", "AZURE_AD_APPLICATION_ID", "GOOGLE_AUDIENCE")
+_API_PROPERTIES = (*_API_REQUIRED, "API_BLOCKED_PREFIXES", "API_KEY", *_API_IGNORED, "COMMENT")
+_API_EXAMPLE = "API_PROVIDER = aws_api_gateway API_ALLOWED_PREFIXES = ('https://host/path/') ENABLED = TRUE"
+_FAMILY_PROPERTIES = {"STORAGE": _INTEGRATION_PROPERTIES, "API": _API_PROPERTIES}
+_FAMILY_IGNORED = {"STORAGE": _INTEGRATION_IGNORED, "API": _API_IGNORED}
+_FAMILY_NOUN = {"STORAGE": "a storage integration", "API": "an API integration", None: "an integration"}
 
 # Every regex below sees user SQL, so each must run in linear time under Python's backtracking
 # engine (issue 9: `(?P<props>.*?)\s+AS\s+` took 9.8 s on 60,000 spaces). The rules that keep
@@ -306,8 +416,9 @@ _PIPE_AS = re.compile(r"\s+AS\s", re.IGNORECASE)
 # has already taken SHOW USERS | ROLES | GRANTS, DESC USER and DROP USER | ROLE.
 _SCANNED = re.compile(
     r"(?:SHOW|DESC(?:RIBE)?|DROP)\b"
-    r"|CREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:TRANSIENT\s+)?(?:DATABASE|SCHEMA)|STORAGE\s+INTEGRATION)\b"
-    r"|ALTER\s+(?:STORAGE\s+)?INTEGRATION\b",
+    r"|CREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:TRANSIENT\s+)?(?:DATABASE|SCHEMA)|(?:STORAGE|API)\s+INTEGRATION"
+    r"|(?:SECURE\s+)?EXTERNAL\s+FUNCTION)\b"
+    r"|ALTER\s+(?:(?:STORAGE|API)\s+)?INTEGRATION\b",
     re.I,
 )
 _ALTER_PIPE = re.compile(
@@ -704,18 +815,26 @@ def _show_channels(sc: Scanner, defaults: Defaults) -> ShowChannels:
     return show
 
 
+def _family(word: str) -> str | None:
+    """STORAGE or API from 'STORAGE INTEGRATION', 'API INTEGRATIONS'; None for the bare noun."""
+    first = word.split()[0]
+    return first if first in ("STORAGE", "API") else None
+
+
 def _show(sc: Scanner, defaults: Defaults) -> Show | ShowChannels:
     """SHOW <kind>S [LIKE '...'] [IN ...], after SHOW."""
     sc.what = "SHOW"
     plural = sc.word(
-        r"DATABASES\b|SCHEMAS\b|(?:STORAGE\s+)?INTEGRATIONS\b|STAGES\b|TABLES\b|PIPES\b|CHANNELS\b",
-        "DATABASES, SCHEMAS, INTEGRATIONS, STAGES, TABLES, PIPES, CHANNELS, USERS, ROLES or GRANTS",
+        r"DATABASES\b|SCHEMAS\b|(?:STORAGE\s+|API\s+)?INTEGRATIONS\b|STAGES\b|TABLES\b|PIPES\b"
+        r"|CHANNELS\b|EXTERNAL\s+FUNCTIONS\b",
+        "DATABASES, SCHEMAS, INTEGRATIONS, STAGES, TABLES, PIPES, CHANNELS, USERS, ROLES, GRANTS or "
+        "EXTERNAL FUNCTIONS",
     )
     if plural == "CHANNELS":
         return _show_channels(sc, defaults)
     kind = _KINDS[plural.split()[-1]]
     sc.what = f"SHOW {plural}"
-    show = Show(kind, sc.like())
+    show = Show(kind, sc.like(), family=_family(plural) if kind == "INTEGRATION" else None)
     scopes = _SHOW_SCOPES[kind]
     if scopes and sc.take(r"IN\b"):
         show.in_kind = sc.word("|".join(rf"{s}\b" for s in scopes), _one_of(scopes))
@@ -748,26 +867,29 @@ def _show_scope(sc: Scanner, in_kind: str, defaults: Defaults) -> str:
     return sc.object_name(in_kind, defaults)
 
 
-def _object_kind(sc: Scanner, others: tuple[str, ...]) -> str:
-    """STAGE, TABLE, PIPE, DATABASE, SCHEMA or [STORAGE] INTEGRATION, after DESC or DROP (which
-    ``access.parse`` has already read for the ``others``, USER and ROLE)."""
+def _object_kind(sc: Scanner, others: tuple[str, ...]) -> tuple[str, str | None]:
+    """STAGE, TABLE, PIPE, DATABASE, SCHEMA, [STORAGE | API] INTEGRATION or [EXTERNAL] FUNCTION,
+    after DESC or DROP (which ``access.parse`` has already read for the ``others``, USER and ROLE),
+    with the integration's family when the statement names one."""
     word = sc.word(
-        r"STAGE\b|TABLE\b|PIPE\b|DATABASE\b|SCHEMA\b|(?:STORAGE\s+)?INTEGRATION\b",
-        _one_of(("STAGE", "TABLE", "PIPE", "DATABASE", "SCHEMA", "INTEGRATION", *others)),
+        r"STAGE\b|TABLE\b|PIPE\b|DATABASE\b|SCHEMA\b|(?:STORAGE\s+|API\s+)?INTEGRATION\b"
+        r"|(?:EXTERNAL\s+)?FUNCTION\b",
+        _one_of(("STAGE", "TABLE", "PIPE", "DATABASE", "SCHEMA", "INTEGRATION", "FUNCTION", *others)),
     )
-    return _KINDS[word.split()[-1]]
+    kind = _KINDS[word.split()[-1]]
+    return kind, _family(word) if kind == "INTEGRATION" else None
 
 
 def _describe(sc: Scanner, defaults: Defaults) -> Describe | DescribeObject:
     """DESC[RIBE] <kind> name, after DESC."""
     sc.what = "DESC"
-    kind = _object_kind(sc, ("USER",))
+    kind, family = _object_kind(sc, ("USER",))
     sc.what = f"DESC {kind}"
     stmt: Describe | DescribeObject
     if kind in _IN_SCHEMA:
         stmt = Describe(kind, sc.qualified(kind.lower(), defaults))
     else:
-        stmt = DescribeObject(kind, sc.object_name(kind, defaults))
+        stmt = DescribeObject(kind, sc.object_name(kind, defaults), family)
     sc.end()
     return stmt
 
@@ -775,14 +897,14 @@ def _describe(sc: Scanner, defaults: Defaults) -> Describe | DescribeObject:
 def _drop(sc: Scanner, defaults: Defaults) -> Drop | DropObject:
     """DROP <kind> [IF EXISTS] name, after DROP."""
     sc.what = "DROP"
-    kind = _object_kind(sc, ("USER", "ROLE"))
+    kind, family = _object_kind(sc, ("USER", "ROLE"))
     sc.what = f"DROP {kind}"
     ie = sc.take(r"IF\s+EXISTS\b") is not None
     if kind in _IN_SCHEMA:
         stmt: Drop | DropObject = Drop(kind, sc.qualified(kind.lower(), defaults), ie)
     else:
-        stmt = DropObject(kind, sc.object_name(kind, defaults), ie)
-        if kind != "INTEGRATION":
+        stmt = DropObject(kind, sc.object_name(kind, defaults), ie, family)
+        if kind in ("DATABASE", "SCHEMA"):
             # Snowflake's RESTRICT only refuses a drop that foreign keys point into; Floe has none,
             # so both spellings drop the database or schema with everything in it, as Snowflake does.
             sc.take(r"CASCADE\b|RESTRICT\b")
@@ -812,44 +934,53 @@ def _create_namespace(sc: Scanner, defaults: Defaults, replace: bool) -> CreateD
     return CreateSchema(name, replace, ine, comment)
 
 
-def _integration_properties(sc: Scanner) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """CREATE STORAGE INTEGRATION's ``NAME = value`` pairs in any order: single values (upper-cased
-    words, unescaped strings) and location lists, apart."""
+def _union(*groups: tuple[str, ...]) -> tuple[str, ...]:
+    """The names of ``groups`` in order, each once."""
+    return tuple(dict.fromkeys(name for group in groups for name in group))
+
+
+def _integration_properties(sc: Scanner, family: str | None) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """An integration's ``NAME = value`` pairs in any order: single values (upper-cased words,
+    unescaped strings) and location or prefix lists, apart. ``family`` None (ALTER INTEGRATION)
+    takes the properties of either kind."""
+    valid = _FAMILY_PROPERTIES[family] if family else _union(*_FAMILY_PROPERTIES.values())
     values: dict[str, str] = {}
     lists: dict[str, list[str]] = {}
     while not sc.at_end():
         key = sc.expect(r"(?P<key>[A-Za-z_]\w*)\s*=", "a property (NAME = value)").group("key").upper()
-        if key not in _INTEGRATION_PROPERTIES:
+        if key not in valid:
+            what = f"{family} INTEGRATION" if family else "INTEGRATION"
             raise CompilationError(
-                f"invalid property '{shortened(key)}' for STORAGE INTEGRATION; Floe takes "
-                f"{', '.join(_INTEGRATION_PROPERTIES)}"
+                f"invalid property '{shortened(key)}' for {what}; Floe takes {', '.join(valid)}"
             )
         if key in values or key in lists:
             raise CompilationError(f"duplicate property '{key}' in {sc.what}")
         if key.endswith("_LOCATIONS"):
-            lists[key] = _locations(sc, key)
+            lists[key] = _locations(sc, key, "locations", "'s3://bucket/path/'")
+        elif key.endswith("_PREFIXES"):
+            lists[key] = _locations(sc, key, "prefixes", "'https://host/path/'")
         elif key == "ENABLED":
             values[key] = sc.word(r"TRUE\b|FALSE\b", "TRUE or FALSE after ENABLED =")
-        elif key in ("TYPE", "STORAGE_PROVIDER"):
+        elif key in ("TYPE", "STORAGE_PROVIDER", "API_PROVIDER"):
             values[key] = sc.value(f"a value for {key}").upper()
+        elif key == "API_KEY":
+            values[key] = sc.secret(key)
         else:
             values[key] = sc.string(f"a quoted value for {key}")
     return values, lists
 
 
-def _locations(sc: Scanner, key: str) -> list[str]:
-    """A parenthesised list of quoted locations."""
-    sc.expect(
-        r"\(", f"a list of quoted locations in parentheses after {key} =, such as ('s3://bucket/path/')"
-    )
+def _locations(sc: Scanner, key: str, what: str, example: str) -> list[str]:
+    """A parenthesised list of quoted locations (or prefixes)."""
+    sc.expect(r"\(", f"a list of quoted {what} in parentheses after {key} =, such as ({example})")
     out: list[str] = []
     if sc.take(r"\)") is not None:
         return out
     while True:
-        out.append(sc.string("a quoted location such as 's3://bucket/path/'"))
+        out.append(sc.string(f"a quoted {what[:-1] if what == 'locations' else 'prefix'} such as {example}"))
         if sc.take(r"\)") is not None:
             return out
-        sc.expect(",", "',' or ')' in the list of locations")
+        sc.expect(",", f"',' or ')' in the list of {what}")
 
 
 def _check_locations(key: str, locations: list[str]) -> list[str]:
@@ -874,12 +1005,30 @@ def _check_locations(key: str, locations: list[str]) -> list[str]:
     return locations
 
 
+def _check_prefixes(key: str, prefixes: list[str]) -> list[str]:
+    """``prefixes`` if each is a URL Floe would call (``check_function_url``)."""
+    if key == "API_ALLOWED_PREFIXES" and not prefixes:
+        raise CompilationError(
+            f"{key} needs at least one prefix, such as ('https://host/path/'); to admit no function, "
+            "set ENABLED = FALSE"
+        )
+    for prefix in prefixes:
+        try:
+            check_function_url(prefix)
+        except ValueError as exc:
+            raise CompilationError(
+                f"invalid prefix '{shortened(prefix, 60)}' in {key}: {exc}; write 'https://host/path/' "
+                "(http:// only for localhost, 127.0.0.1 or ::1)"
+            ) from None
+    return prefixes
+
+
 def _create_integration(sc: Scanner, replace: bool) -> CreateIntegration:
     """CREATE [OR REPLACE] STORAGE INTEGRATION ..., after STORAGE INTEGRATION."""
     sc.what = "CREATE STORAGE INTEGRATION"
     ine = sc.take(r"IF\s+NOT\s+EXISTS\b") is not None
     name = sc.ident("integration")
-    values, lists = _integration_properties(sc)
+    values, lists = _integration_properties(sc, "STORAGE")
     missing = [k for k in _INTEGRATION_REQUIRED if k not in values and k not in lists]
     if missing:
         raise CompilationError(
@@ -909,36 +1058,98 @@ def _create_integration(sc: Scanner, replace: bool) -> CreateIntegration:
     )
 
 
-_ALTERABLE = ("ENABLED", "STORAGE_ALLOWED_LOCATIONS", "STORAGE_BLOCKED_LOCATIONS", "COMMENT")
-_UNSETTABLE = ("STORAGE_BLOCKED_LOCATIONS", "COMMENT")
+def _create_api_integration(sc: Scanner, replace: bool) -> CreateApiIntegration:
+    """CREATE [OR REPLACE] API INTEGRATION ..., after API INTEGRATION."""
+    sc.what = "CREATE API INTEGRATION"
+    ine = sc.take(r"IF\s+NOT\s+EXISTS\b") is not None
+    name = sc.ident("integration")
+    values, lists = _integration_properties(sc, "API")
+    missing = [k for k in _API_REQUIRED if k not in values and k not in lists]
+    if missing:
+        raise CompilationError(
+            f"CREATE API INTEGRATION needs {', '.join(missing)}; for example: "
+            f"CREATE API INTEGRATION {name} {_API_EXAMPLE}"
+        )
+    provider = values["API_PROVIDER"]
+    if provider not in API_PROVIDERS:
+        raise CompilationError(
+            f"invalid value '{shortened(provider)}' for API_PROVIDER; Snowflake's providers are "
+            f"{', '.join(p.lower() for p in API_PROVIDERS)}"
+        )
+    return CreateApiIntegration(
+        name=name,
+        provider=provider,
+        allowed_prefixes=_check_prefixes("API_ALLOWED_PREFIXES", lists["API_ALLOWED_PREFIXES"]),
+        enabled=values["ENABLED"] == "TRUE",
+        blocked_prefixes=_check_prefixes("API_BLOCKED_PREFIXES", lists.get("API_BLOCKED_PREFIXES", [])),
+        api_key=values.get("API_KEY"),
+        replace=replace,
+        if_not_exists=ine,
+        comment=values.get("COMMENT"),
+    )
+
+
+_ALTERABLE = {
+    "STORAGE": ("ENABLED", "STORAGE_ALLOWED_LOCATIONS", "STORAGE_BLOCKED_LOCATIONS", "COMMENT"),
+    "API": ("ENABLED", "API_ALLOWED_PREFIXES", "API_BLOCKED_PREFIXES", "API_KEY", "COMMENT"),
+}
+_UNSETTABLE = {
+    "STORAGE": ("STORAGE_BLOCKED_LOCATIONS", "COMMENT"),
+    "API": ("API_BLOCKED_PREFIXES", "API_KEY", "COMMENT"),
+}
+_GENERIC = ("ENABLED", "COMMENT")
+"""The properties both kinds of integration have: they do not say which kind a statement alters."""
+
+
+def _implied_family(keys: list[str], family: str | None) -> str | None:
+    """The kind of integration ``keys`` belong to (a property only one kind has), checked against
+    the one the statement names; None when they are all generic."""
+    found = family
+    for key in keys:
+        for kind, names in _FAMILY_PROPERTIES.items():
+            if key in names and key not in _GENERIC and found != kind:
+                if found is not None:
+                    raise CompilationError(
+                        f"'{key}' is a property of {_FAMILY_NOUN[kind]}, not of {_FAMILY_NOUN[found]}; "
+                        "an integration is one kind or the other"
+                    )
+                found = kind
+    return found
 
 
 def _alter_integration(sc: Scanner) -> AlterIntegration:
-    """ALTER [STORAGE] INTEGRATION ..., after ALTER."""
-    sc.what = "ALTER STORAGE INTEGRATION"
-    sc.expect(r"(?:STORAGE\s+)?INTEGRATION\b", "INTEGRATION")
+    """ALTER [STORAGE | API] INTEGRATION ..., after ALTER."""
+    word = sc.word(r"(?:STORAGE\s+|API\s+)?INTEGRATION\b", "INTEGRATION")
+    named = _family(word)
+    sc.what = f"ALTER {word}"
     alter = AlterIntegration(name="", if_exists=sc.take(r"IF\s+EXISTS\b") is not None)
     alter.name = sc.ident("integration")
     if sc.word(r"SET\b|UNSET\b", "SET or UNSET") == "UNSET":
+        unsettable = _UNSETTABLE[named] if named else _union(*_UNSETTABLE.values())
         while True:
             key = sc.word(r"[A-Za-z_]\w*", "a property to unset")
-            if key not in _UNSETTABLE:
+            if key not in unsettable:
                 raise CompilationError(
-                    f"cannot UNSET '{shortened(key)}' of a storage integration; Floe unsets "
-                    f"{' and '.join(_UNSETTABLE)}"
+                    f"cannot UNSET '{shortened(key)}' of {_FAMILY_NOUN[named]}; Floe unsets "
+                    f"{_one_of(unsettable).replace(' or ', ' and ')}"
                 )
             alter.unset.append(key)
             if sc.take(",") is None:
                 sc.end()
+                alter.family = _implied_family(alter.unset, named)
                 return alter
-    values, lists = _integration_properties(sc)
-    changed = [k for k in (*values, *lists) if k not in _INTEGRATION_IGNORED]
+    values, lists = _integration_properties(sc, named)
+    family = _implied_family([*values, *lists], named)
+    ignored = _FAMILY_IGNORED[family] if family else _union(*_FAMILY_IGNORED.values())
+    alterable = _ALTERABLE[family] if family else _union(*_ALTERABLE.values())
+    changed = [k for k in (*values, *lists) if k not in ignored]
     if not changed:
-        raise sc.error(f"at least one of {', '.join(_ALTERABLE)}")
-    if fixed := [k for k in changed if k not in _ALTERABLE]:
+        raise sc.error(f"at least one of {', '.join(alterable)}")
+    if fixed := [k for k in changed if k not in alterable]:
         raise CompilationError(
-            f"cannot change {fixed[0]} of a storage integration; Floe changes {', '.join(_ALTERABLE)}"
+            f"cannot change {fixed[0]} of {_FAMILY_NOUN[family]}; Floe changes {', '.join(alterable)}"
         )
+    alter.family = family
     if "ENABLED" in values:
         alter.enabled = values["ENABLED"] == "TRUE"
     if "STORAGE_ALLOWED_LOCATIONS" in lists:
@@ -949,8 +1160,213 @@ def _alter_integration(sc: Scanner) -> AlterIntegration:
         alter.blocked_locations = _check_locations(
             "STORAGE_BLOCKED_LOCATIONS", lists["STORAGE_BLOCKED_LOCATIONS"]
         )
+    if "API_ALLOWED_PREFIXES" in lists:
+        alter.allowed_prefixes = _check_prefixes("API_ALLOWED_PREFIXES", lists["API_ALLOWED_PREFIXES"])
+    if "API_BLOCKED_PREFIXES" in lists:
+        alter.blocked_prefixes = _check_prefixes("API_BLOCKED_PREFIXES", lists["API_BLOCKED_PREFIXES"])
+    alter.api_key = values.get("API_KEY")
     alter.comment = values.get("COMMENT")
     return alter
+
+
+# The remote-service protocol's own headers (Floe sets them on every request; floe/external), and
+# the hop-by-hop ones an HTTP client manages: a function may not set or override any of them.
+_RESERVED_HEADERS = frozenset(
+    {
+        "content-type",
+        "content-encoding",
+        "content-length",
+        "accept-encoding",
+        "transfer-encoding",
+        "connection",
+        "host",
+        "x-api-key",
+    }
+)
+_RESERVED_HEADER_PREFIXES = ("sf-external-function-", "sf-context-")
+# RFC 9110's token characters: a header name with anything else is not a header name.
+_HEADER_NAME = re.compile(r"[-!#$%&'*+.^_`|~0-9a-z]+")
+_MAX_BATCH_ROWS = 2**31 - 1
+_FUNCTION_CLAUSE = (
+    r"(?P<null>CALLED\s+ON\s+NULL\s+INPUT|RETURNS\s+NULL\s+ON\s+NULL\s+INPUT|STRICT)\b"
+    r"|(?P<volatility>VOLATILE|IMMUTABLE)\b"
+    r"|(?P<key>COMMENT|API_INTEGRATION|HEADERS|CONTEXT_HEADERS|MAX_BATCH_ROWS|COMPRESSION"
+    r"|REQUEST_TRANSLATOR|RESPONSE_TRANSLATOR)\s*="
+    r"|(?P<as>AS)\b"
+)
+_FUNCTION_CLAUSES = (
+    "CALLED ON NULL INPUT, RETURNS NULL ON NULL INPUT, STRICT, VOLATILE, IMMUTABLE, COMMENT = '<text>', "
+    "API_INTEGRATION = <integration>, HEADERS = (...), CONTEXT_HEADERS = (...), MAX_BATCH_ROWS = <n>, "
+    "COMPRESSION = <type> or AS '<url>'"
+)
+
+
+def _arguments(sc: Scanner) -> list[Column]:
+    """CREATE EXTERNAL FUNCTION's ``(name type, ...)``."""
+    sc.expect(r"\(", "the arguments in parentheses, such as f(a NUMBER, b VARCHAR), or f() for none")
+    args: list[Column] = []
+    names: set[str] = set()  # a set, not a scan of ``args``: thousands of arguments stay linear
+    if sc.take(r"\)") is not None:
+        return args
+    while True:
+        name = sc.ident("argument")
+        kind, precision, scale = sc.data_type("the argument's type, such as NUMBER or VARCHAR")
+        if name in names:
+            raise CompilationError(f"duplicate argument name '{name}' in {sc.what}")
+        names.add(name)
+        args.append(Column(name=name, type=kind, precision=precision, scale=scale))
+        if sc.take(r"\)") is not None:
+            return args
+        sc.expect(",", "',' or ')' in the argument list")
+
+
+def _header(name: str, value: str) -> tuple[str, str]:
+    """One HEADERS pair, its name lower-cased: a valid name the protocol does not use itself, and a
+    value without line breaks or other control characters (which would forge more headers)."""
+    low = name.lower()
+    if not _HEADER_NAME.fullmatch(low):
+        raise CompilationError(
+            f"invalid header name '{shortened(name)}' in HEADERS: use letters, digits and dashes, "
+            "such as 'x-team'"
+        )
+    if low in _RESERVED_HEADERS or low.startswith(_RESERVED_HEADER_PREFIXES):
+        raise CompilationError(
+            f"header '{low}' is the remote-service protocol's own (Floe sets sf-external-function-*, "
+            "sf-context-*, content-type, content-encoding, x-api-key and the connection's headers); "
+            "choose another name"
+        )
+    if any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in value):
+        raise CompilationError(f"the value of header '{low}' has a line break or control character")
+    return low, value
+
+
+def _headers(sc: Scanner) -> list[tuple[str, str]]:
+    """HEADERS' ``('name' = 'value', ...)``, after HEADERS =."""
+    sc.expect(r"\(", "a list of 'name' = 'value' pairs in parentheses after HEADERS =")
+    out: list[tuple[str, str]] = []
+    names: set[str] = set()
+    if sc.take(r"\)") is not None:
+        return out
+    while True:
+        name = sc.string("a quoted header name, such as 'x-team'")
+        sc.expect("=", "'=' after the header name")
+        pair = _header(name, sc.string("the header's value in quotes"))
+        if pair[0] in names:
+            raise CompilationError(f"duplicate header '{pair[0]}' in HEADERS")
+        names.add(pair[0])
+        out.append(pair)
+        if sc.take(r"\)") is not None:
+            return out
+        sc.expect(",", "',' or ')' in the list of headers")
+
+
+def _context_headers(sc: Scanner) -> list[str]:
+    """CONTEXT_HEADERS' ``(CURRENT_USER, ...)``, after CONTEXT_HEADERS =."""
+    sc.expect(r"\(", "a list of context functions in parentheses, such as (CURRENT_USER)")
+    out: list[str] = []
+    if sc.take(r"\)") is not None:
+        return out
+    while True:
+        name = sc.word(r"[A-Za-z_]\w*", "a context function, such as CURRENT_TIMESTAMP")
+        if name not in CONTEXT_FUNCTIONS:
+            raise CompilationError(
+                f"'{shortened(name)}' cannot be a context header; CONTEXT_HEADERS takes "
+                f"{', '.join(CONTEXT_FUNCTIONS)}"
+            )
+        if name in out:
+            raise CompilationError(f"duplicate context header '{name}' in CONTEXT_HEADERS")
+        out.append(name)
+        if sc.take(r"\)") is not None:
+            return out
+        sc.expect(",", "',' or ')' in the list of context functions")
+
+
+def _max_batch_rows(sc: Scanner) -> int:
+    """MAX_BATCH_ROWS' positive integer, after MAX_BATCH_ROWS =."""
+    digits = sc.expect(r"-?\d+", "a positive integer after MAX_BATCH_ROWS =").group(0).strip()
+    # Compared as text first: int() of a 100,000-digit number is refused by Python, and slow.
+    if digits.startswith("-") or len(digits) > 10 or not 0 < int(digits) <= _MAX_BATCH_ROWS:
+        raise CompilationError(
+            f"invalid value '{shortened(digits)}' for MAX_BATCH_ROWS; it takes a positive integer, "
+            f"at most {_MAX_BATCH_ROWS}"
+        )
+    return int(digits)
+
+
+def _create_function(sc: Scanner, defaults: Defaults, replace: bool, secure: bool) -> CreateExternalFunction:
+    """CREATE [OR REPLACE] [SECURE] EXTERNAL FUNCTION ..., after EXTERNAL FUNCTION."""
+    sc.what = "CREATE EXTERNAL FUNCTION"
+    ine = sc.take(r"IF\s+NOT\s+EXISTS\b") is not None
+    name = sc.qualified("function", defaults)
+    args = _arguments(sc)
+    sc.expect(r"RETURNS\b", "RETURNS <type>")
+    if sc.take(r"TABLE\b"):
+        raise CompilationError("an external function is scalar: RETURNS TABLE is not supported")
+    kind, precision, scale = sc.data_type("the type the function returns, such as VARIANT")
+    nullable = sc.take(r"NOT\s+NULL\b") is None
+    if nullable:
+        sc.take(r"NULL\b")
+    returns = Column(name=name.name, type=kind, precision=precision, scale=scale, nullable=nullable)
+    fn = CreateExternalFunction(
+        name, args, returns, integration="", url="", secure=secure, replace=replace, if_not_exists=ine
+    )
+    seen: set[str] = set()
+    while not (m := sc.expect(_FUNCTION_CLAUSE, _FUNCTION_CLAUSES)).group("as"):
+        _function_clause(sc, m, fn, seen)
+    fn.url = sc.string("the remote service's URL in quotes after AS, such as AS 'https://host/path'")
+    sc.end()
+    if not fn.integration:
+        raise CompilationError(
+            "CREATE EXTERNAL FUNCTION needs API_INTEGRATION = <api integration>, the integration whose "
+            "API_ALLOWED_PREFIXES admit its URL"
+        )
+    try:
+        check_function_url(fn.url)
+    except ValueError as exc:
+        raise CompilationError(f"invalid URL '{shortened(fn.url, 60)}' after AS: {exc}") from None
+    return fn
+
+
+def _function_clause(sc: Scanner, m: re.Match[str], fn: CreateExternalFunction, seen: set[str]) -> None:
+    """One clause of CREATE EXTERNAL FUNCTION before AS (``m`` matched its head), into ``fn``;
+    ``seen`` holds the clauses read so far, as each may come once."""
+    key = (m.group("key") or "").upper()
+    if key in ("REQUEST_TRANSLATOR", "RESPONSE_TRANSLATOR"):
+        raise CompilationError(
+            f"{key} is not supported: Floe sends Snowflake's own request body "
+            '({"data": [[row, args...]]}) and reads its answer; translate in the remote service'
+        )
+    slot = "NULL HANDLING" if m.group("null") else "VOLATILITY" if m.group("volatility") else key
+    if slot in seen:
+        raise CompilationError(f"duplicate clause {slot} in {sc.what}")
+    seen.add(slot)
+    if m.group("null"):
+        fn.strict = not m.group("null").upper().startswith("CALLED")
+    elif m.group("volatility"):
+        fn.volatility = "IMMUTABLE" if m.group("volatility").upper() == "IMMUTABLE" else "VOLATILE"
+    elif key == "COMMENT":
+        fn.comment = sc.string("a quoted comment")
+    elif key == "API_INTEGRATION":
+        fn.integration = sc.ident("integration")
+    elif key == "HEADERS":
+        fn.headers = _headers(sc)
+    elif key == "CONTEXT_HEADERS":
+        fn.context_headers = _context_headers(sc)
+    elif key == "MAX_BATCH_ROWS":
+        fn.max_batch_rows = _max_batch_rows(sc)
+    else:
+        fn.compression = _compression(
+            sc.word(r"AUTO\b|NONE\b|GZIP\b|DEFLATE\b", "AUTO, NONE, GZIP or DEFLATE")
+        )
+
+
+def _compression(word: str) -> FunctionCompression:
+    """COMPRESSION's word (the scanner admitted only these) as the model's literal."""
+    if word == "NONE":
+        return "NONE"
+    if word == "GZIP":
+        return "GZIP"
+    return "DEFLATE" if word == "DEFLATE" else "AUTO"
 
 
 def _parse_scanned(text: str, defaults: Defaults) -> Statement:
@@ -969,6 +1385,10 @@ def _parse_scanned(text: str, defaults: Defaults) -> Statement:
     replace = sc.take(r"OR\s+REPLACE\b") is not None
     if sc.take(r"STORAGE\s+INTEGRATION\b"):
         return _create_integration(sc, replace)
+    if sc.take(r"API\s+INTEGRATION\b"):
+        return _create_api_integration(sc, replace)
+    if m := sc.take(r"(?P<secure>SECURE\s+)?EXTERNAL\s+FUNCTION\b"):
+        return _create_function(sc, defaults, replace, m.group("secure") is not None)
     return _create_namespace(sc, defaults, replace)
 
 

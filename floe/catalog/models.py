@@ -310,7 +310,10 @@ class ExternalFunction(CatalogObject):
     returns: Column
     """The return type (``name`` is the function's); ``nullable`` False for RETURNS ... NOT NULL."""
     secure: bool = False
-    """SECURE."""
+    """SECURE: only the owner sees the URL (DESC FUNCTION's body) and the headers."""
+    strict: bool = False
+    """RETURNS NULL ON NULL INPUT (or STRICT): a row with a NULL argument is NULL without a call;
+    False is CALLED ON NULL INPUT, the default, which sends such rows too."""
     volatility: Volatility = "VOLATILE"
     """VOLATILE (the default) or IMMUTABLE: only an IMMUTABLE function's results are cached."""
     integration: str

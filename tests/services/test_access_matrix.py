@@ -33,8 +33,10 @@ from fastapi.routing import APIRoute
 from bench.harness import unique
 from floe.catalog import (
     ADMIN_ROLE,
+    ApiIntegration,
     CatalogObject,
     Database,
+    ExternalFunction,
     Pipe,
     Role,
     Schema,
@@ -75,6 +77,10 @@ WORLD = (
     "CREATE STAGE sales.raw.landing URL = 's3://lake/in/' STORAGE_INTEGRATION = lake",
     "CREATE TABLE sales.raw.orders (a INT)",
     "CREATE PIPE sales.raw.loader AUTO_INGEST = FALSE AS COPY INTO sales.raw.orders FROM @sales.raw.landing",
+    "CREATE API INTEGRATION remote API_PROVIDER = aws_api_gateway ENABLED = TRUE API_KEY = 'k' "
+    "API_ALLOWED_PREFIXES = ('https://fn.example.com/')",
+    "CREATE EXTERNAL FUNCTION sales.raw.score(a INT) RETURNS VARIANT API_INTEGRATION = remote "
+    "AS 'https://fn.example.com/score'",
     "CREATE ROLE role_a",
     "CREATE ROLE role_b",
     "CREATE USER user_b DEFAULT_ROLE = role_b",
@@ -86,6 +92,8 @@ WORLD = (
 database and schema too, so no system role's privileges leak in), grant targets, and the caller."""
 
 PIPE = "SALES.RAW.LOADER"
+FUNCTION = "sales.raw.score(NUMBER)"
+"""The world's external function, as GRANT and DROP name it (its overload's argument types)."""
 
 # The grants most rows need, with {role} for the caller's role.
 DB = "GRANT USAGE ON DATABASE sales TO ROLE {role}"
@@ -178,6 +186,11 @@ INTEGRATION = (
     "STORAGE INTEGRATION {name} TYPE = EXTERNAL_STAGE STORAGE_PROVIDER = 'S3' ENABLED = TRUE "
     "STORAGE_ALLOWED_LOCATIONS = ('s3://{name}/')"
 )
+API_INTEGRATION = (
+    "API INTEGRATION {name} API_PROVIDER = aws_api_gateway ENABLED = TRUE "
+    "API_ALLOWED_PREFIXES = ('https://fn.example.com/')"
+)
+FUNCTION_DEF = "RETURNS VARIANT API_INTEGRATION = remote AS 'https://fn.example.com/score'"
 
 NAMESPACES = [
     Row(
@@ -235,6 +248,20 @@ NAMESPACES = [
         owned=(StorageIntegration, "LAKE"),
         grants=(on_account("CREATE INTEGRATION"), owns("INTEGRATION", "lake")),
         fails=unseen("Integration 'LAKE'"),
+    ),
+    Row(
+        "CREATE API INTEGRATION",
+        "CREATE " + API_INTEGRATION.format(name="gate"),
+        owned=(ApiIntegration, "GATE"),
+        grants=(on_account("CREATE INTEGRATION"),),
+        fails=ACCOUNT,
+    ),
+    Row(
+        "CREATE OR REPLACE API INTEGRATION",
+        "CREATE OR REPLACE " + API_INTEGRATION.format(name="remote"),
+        owned=(ApiIntegration, "REMOTE"),
+        grants=(on_account("CREATE INTEGRATION"), owns("INTEGRATION", "remote")),
+        fails=unseen("Integration 'REMOTE'"),
     ),
 ]
 
@@ -318,6 +345,40 @@ OBJECTS = [
         ),
         fails=unseen("Database 'SALES'"),
     ),
+    Row(
+        "CREATE EXTERNAL FUNCTION",
+        f"CREATE EXTERNAL FUNCTION sales.raw.rank(a INT) {FUNCTION_DEF}",
+        owned=(ExternalFunction, "SALES.RAW.RANK(NUMBER)"),
+        grants=(*INSIDE, on("CREATE FUNCTION", "SCHEMA", "sales.raw"), on("USAGE", "INTEGRATION", "remote")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "CREATE EXTERNAL FUNCTION, schema usable without CREATE FUNCTION",
+        f"CREATE EXTERNAL FUNCTION sales.raw.rank(a INT) {FUNCTION_DEF}",
+        owned=(ExternalFunction, "SALES.RAW.RANK(NUMBER)"),
+        given=(*INSIDE, on("USAGE", "INTEGRATION", "remote")),
+        grants=(on("CREATE FUNCTION", "SCHEMA", "sales.raw"),),
+        fails=denied("Insufficient privileges to operate on schema 'RAW'"),
+    ),
+    Row(
+        "CREATE EXTERNAL FUNCTION, another overload",
+        f"CREATE EXTERNAL FUNCTION sales.raw.score(a VARCHAR) {FUNCTION_DEF}",
+        owned=(ExternalFunction, "SALES.RAW.SCORE(VARCHAR)"),
+        grants=(*INSIDE, on("CREATE FUNCTION", "SCHEMA", "sales.raw"), on("USAGE", "INTEGRATION", "remote")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "CREATE OR REPLACE EXTERNAL FUNCTION",
+        f"CREATE OR REPLACE EXTERNAL FUNCTION sales.raw.score(b NUMBER) {FUNCTION_DEF}",
+        owned=(ExternalFunction, "SALES.RAW.SCORE(NUMBER)"),
+        grants=(
+            *INSIDE,
+            on("CREATE FUNCTION", "SCHEMA", "sales.raw"),
+            on("USAGE", "INTEGRATION", "remote"),
+            owns("FUNCTION", FUNCTION),
+        ),
+        fails=unseen("Database 'SALES'"),
+    ),
 ]
 
 SHOWS = [
@@ -355,6 +416,32 @@ SHOWS = [
         given=INSIDE,
         grants=(on("MONITOR", "PIPE", "sales.raw.loader"),),
         lists="LOADER",
+    ),
+    Row(
+        "SHOW INTEGRATIONS, an API integration",
+        "SHOW INTEGRATIONS",
+        grants=(on("USAGE", "INTEGRATION", "remote"),),
+        lists="REMOTE",
+    ),
+    Row(
+        "SHOW API INTEGRATIONS",
+        "SHOW API INTEGRATIONS",
+        grants=(on("USAGE", "INTEGRATION", "remote"),),
+        lists="REMOTE",
+    ),
+    Row(
+        "SHOW EXTERNAL FUNCTIONS",
+        "SHOW EXTERNAL FUNCTIONS IN SCHEMA sales.raw",
+        given=INSIDE,
+        grants=(on("USAGE", "FUNCTION", FUNCTION),),
+        lists="SCORE",
+    ),
+    Row(
+        "SHOW EXTERNAL FUNCTIONS, schema not usable",
+        "SHOW EXTERNAL FUNCTIONS",
+        given=(on("USAGE", "FUNCTION", FUNCTION),),
+        grants=INSIDE,
+        lists="SCORE",
     ),
     Row("SHOW ROLES (anyone)", "SHOW ROLES", lists="ROLE_A"),
     Row(
@@ -422,6 +509,25 @@ DESCRIBES = [
         "DESC INTEGRATION lake",
         grants=(on("USAGE", "INTEGRATION", "lake"),),
         fails=unseen("Integration 'LAKE'"),
+    ),
+    Row(
+        "DESC API INTEGRATION",
+        "DESC API INTEGRATION remote",
+        grants=(on("USAGE", "INTEGRATION", "remote"),),
+        fails=unseen("Integration 'REMOTE'"),
+    ),
+    Row(
+        "DESC FUNCTION",
+        "DESC FUNCTION sales.raw.score(INT)",
+        grants=(*INSIDE, on("USAGE", "FUNCTION", FUNCTION)),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "DESC FUNCTION, schema usable",
+        "DESC FUNCTION sales.raw.score(INT)",
+        given=INSIDE,
+        grants=(on("USAGE", "FUNCTION", FUNCTION),),
+        fails=unseen("Function 'SALES.RAW.SCORE(NUMBER)'"),
     ),
 ]
 
@@ -494,6 +600,44 @@ DROPS = [
         grants=(owns("INTEGRATION", "lake"),),
         given=(on("USAGE", "INTEGRATION", "lake"),),
         fails=denied("Insufficient privileges to operate on integration 'LAKE'"),
+    ),
+    Row(
+        "DROP FUNCTION",
+        "DROP FUNCTION sales.raw.score(NUMBER)",
+        grants=(*INSIDE, owns("FUNCTION", FUNCTION)),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "DROP FUNCTION, USAGE is not OWNERSHIP",
+        "DROP FUNCTION sales.raw.score(NUMBER)",
+        given=(*INSIDE, on("USAGE", "FUNCTION", FUNCTION)),
+        grants=(owns("FUNCTION", FUNCTION),),
+        fails=denied("Insufficient privileges to operate on function 'SCORE(NUMBER)'"),
+    ),
+    Row(
+        "DROP FUNCTION IF EXISTS, absent",
+        "DROP FUNCTION IF EXISTS sales.raw.ghost()",
+        grants=INSIDE,
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "DROP API INTEGRATION",
+        "DROP API INTEGRATION remote",
+        grants=(owns("INTEGRATION", "remote"),),
+        fails=unseen("Integration 'REMOTE'"),
+    ),
+    Row(
+        "ALTER API INTEGRATION",
+        "ALTER API INTEGRATION remote SET API_BLOCKED_PREFIXES = ('https://fn.example.com/admin/')",
+        grants=(owns("INTEGRATION", "remote"),),
+        fails=unseen("Integration 'REMOTE'"),
+    ),
+    Row(
+        "ALTER API INTEGRATION, with USAGE only",
+        "ALTER INTEGRATION remote UNSET API_KEY",
+        given=(on("USAGE", "INTEGRATION", "remote"),),
+        grants=(owns("INTEGRATION", "remote"),),
+        fails=denied("Insufficient privileges to operate on integration 'REMOTE'"),
     ),
     Row(
         "DROP DATABASE IF EXISTS, absent",
@@ -728,6 +872,31 @@ GRANTS = [
         fails=unseen("Integration 'LAKE'"),
     ),
     Row(
+        "GRANT ON API INTEGRATION",
+        "GRANT USAGE ON API INTEGRATION remote TO ROLE role_b",
+        grants=(owns("INTEGRATION", "remote"),),
+        fails=unseen("Integration 'REMOTE'"),
+    ),
+    Row(
+        "GRANT ON FUNCTION",
+        f"GRANT USAGE ON FUNCTION {FUNCTION} TO ROLE role_b",
+        grants=(*INSIDE, owns("FUNCTION", FUNCTION)),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "GRANT ON FUNCTION, holding USAGE is not granting it",
+        f"GRANT USAGE ON FUNCTION {FUNCTION} TO ROLE role_b",
+        given=(*INSIDE, on("USAGE", "FUNCTION", FUNCTION)),
+        grants=(owns("FUNCTION", FUNCTION),),
+        fails=denied("Insufficient privileges to operate on function 'SCORE(NUMBER)'"),
+    ),
+    Row(
+        "GRANT ON FUTURE FUNCTIONS IN SCHEMA",
+        "GRANT USAGE ON FUTURE FUNCTIONS IN SCHEMA sales.raw TO ROLE role_b",
+        grants=(DB, owns("SCHEMA", "sales.raw")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
         "GRANT ON ROLE (OWNERSHIP)",
         "GRANT OWNERSHIP ON ROLE role_a TO ROLE role_b",
         grants=(owns("ROLE", "role_a"),),
@@ -778,6 +947,13 @@ GRANTS = [
         fails=unseen("Database 'SALES'"),
     ),
     Row(
+        "REVOKE ON FUNCTION",
+        f"REVOKE USAGE ON FUNCTION {FUNCTION} FROM ROLE role_b",
+        setup=(f"GRANT USAGE ON FUNCTION {FUNCTION} TO ROLE role_b",),
+        grants=(*INSIDE, owns("FUNCTION", FUNCTION)),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
         "REVOKE ON FUTURE TABLES IN SCHEMA",
         "REVOKE SELECT ON FUTURE TABLES IN SCHEMA sales.raw FROM ROLE role_b",
         setup=("GRANT SELECT ON FUTURE TABLES IN SCHEMA sales.raw TO ROLE role_b",),
@@ -824,6 +1000,12 @@ SHOW_GRANTS = [
         "SHOW GRANTS ON TABLE",
         "SHOW GRANTS ON TABLE sales.raw.orders",
         grants=(*INSIDE, on("SELECT", "TABLE", "sales.raw.orders")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "SHOW GRANTS ON FUNCTION",
+        f"SHOW GRANTS ON FUNCTION {FUNCTION}",
+        grants=(*INSIDE, on("USAGE", "FUNCTION", FUNCTION)),
         fails=unseen("Database 'SALES'"),
     ),
     Row(

@@ -324,9 +324,12 @@ def test_show_future_grants_and_use_role() -> None:
         ("GRANT MANAGE ON ACCOUNT TO ROLE r", "GRANT expects GRANTS (MANAGE GRANTS)"),
         (
             "GRANT SELECT ON ALL VIEWS IN SCHEMA s TO ROLE r",
-            "GRANT expects TABLES, STAGES or PIPES after ON ALL",
+            "GRANT expects TABLES, STAGES, PIPES or FUNCTIONS after ON ALL",
         ),
-        ("GRANT SELECT ON FUTURE TABLE IN SCHEMA s TO ROLE r", "TABLES, STAGES or PIPES after ON FUTURE"),
+        (
+            "GRANT SELECT ON FUTURE TABLE IN SCHEMA s TO ROLE r",
+            "TABLES, STAGES, PIPES or FUNCTIONS after ON FUTURE",
+        ),
         (
             "GRANT SELECT ON ALL TABLES s TO ROLE r",
             "GRANT expects IN SCHEMA <schema> or IN DATABASE <database>",

@@ -213,7 +213,7 @@ def test_stage_comment_is_accepted_and_credentials_are_refused() -> None:
         ("SHOW SCHEMAS IN DATABASE raw", Show("SCHEMA", None, "DATABASE", "RAW")),
         ("SHOW SCHEMAS LIKE 'x' IN ACCOUNT", Show("SCHEMA", "x", "ACCOUNT", "")),
         ("SHOW INTEGRATIONS", Show("INTEGRATION")),
-        ("SHOW STORAGE INTEGRATIONS LIKE 'it''s'", Show("INTEGRATION", "it's")),
+        ("SHOW STORAGE INTEGRATIONS LIKE 'it''s'", Show("INTEGRATION", "it's", family="STORAGE")),
         ("SHOW TABLES", Show("TABLE")),
         ("SHOW TABLES LIKE 'A%' IN SCHEMA x", Show("TABLE", "A%", "SCHEMA", "D.X")),
         ('SHOW STAGES IN SCHEMA "Raw".landing', Show("STAGE", None, "SCHEMA", "Raw.LANDING")),
@@ -233,7 +233,8 @@ def test_show_every_kind_with_like_and_in(sql: str, show: Show) -> None:
     [
         (
             "SHOW VIEWS",
-            "SHOW expects DATABASES, SCHEMAS, INTEGRATIONS, STAGES, TABLES, PIPES, CHANNELS, USERS, ROLES",
+            "SHOW expects DATABASES, SCHEMAS, INTEGRATIONS, STAGES, TABLES, PIPES, CHANNELS, USERS, ROLES, "
+            "GRANTS or EXTERNAL FUNCTIONS",
         ),
         (
             "SHOW TABLES x",
@@ -266,10 +267,11 @@ def test_show_errors(sql: str, message: str) -> None:
 def test_describe_every_kind() -> None:
     assert parse("DESC DATABASE raw") == DescribeObject("DATABASE", "RAW")
     assert parse("describe schema landing", DEFAULTS) == DescribeObject("SCHEMA", "D.LANDING")
-    assert parse('DESC STORAGE INTEGRATION "lake"') == DescribeObject("INTEGRATION", "lake")
+    assert parse('DESC STORAGE INTEGRATION "lake"') == DescribeObject("INTEGRATION", "lake", "STORAGE")
     assert parse("DESC INTEGRATION lake;") == DescribeObject("INTEGRATION", "LAKE")
     assert parse("DESC TABLE a.b", DEFAULTS) == Describe("TABLE", Name("D", "A", "B"))
-    assert "DESC expects STAGE, TABLE, PIPE, DATABASE, SCHEMA, INTEGRATION or USER" in _error("DESC VIEW v")
+    expected = "DESC expects STAGE, TABLE, PIPE, DATABASE, SCHEMA, INTEGRATION, FUNCTION or USER"
+    assert expected in _error("DESC VIEW v")
     assert "unexpected 'x'. DESC DATABASE expects the end of the statement" in _error("DESC DATABASE d x")
 
 
@@ -278,7 +280,7 @@ def test_drop_every_kind() -> None:
     assert parse("drop database if exists raw cascade;") == DropObject("DATABASE", "RAW", True)
     assert parse('DROP SCHEMA IF EXISTS "Raw".x RESTRICT') == DropObject("SCHEMA", "Raw.X", True)
     assert parse("DROP SCHEMA landing", DEFAULTS) == DropObject("SCHEMA", "D.LANDING")
-    assert parse("DROP STORAGE INTEGRATION lake") == DropObject("INTEGRATION", "LAKE")
+    assert parse("DROP STORAGE INTEGRATION lake") == DropObject("INTEGRATION", "LAKE", family="STORAGE")
     assert parse('DROP INTEGRATION IF EXISTS "lake"') == DropObject("INTEGRATION", "lake", True)
     assert parse("DROP PIPE IF EXISTS p", DEFAULTS) == Drop("PIPE", Name("D", "S", "P"), True)
 
@@ -286,7 +288,10 @@ def test_drop_every_kind() -> None:
 @pytest.mark.parametrize(
     ("sql", "message"),
     [
-        ("DROP VIEW v", "DROP expects STAGE, TABLE, PIPE, DATABASE, SCHEMA, INTEGRATION, USER or ROLE"),
+        (
+            "DROP VIEW v",
+            "DROP expects STAGE, TABLE, PIPE, DATABASE, SCHEMA, INTEGRATION, FUNCTION, USER or ROLE",
+        ),
         (
             "DROP INTEGRATION i CASCADE",
             "unexpected 'CASCADE'. DROP INTEGRATION expects the end of the statement",
@@ -313,19 +318,21 @@ def test_alter_storage_integration_sets_what_it_names() -> None:
         allowed_locations=["s3://b/new/"],
         blocked_locations=["s3://b/new/secret/"],
         comment="narrowed",
+        family="STORAGE",
     )
     assert parse("alter integration lake set enabled = true") == AlterIntegration("LAKE", enabled=True)
 
 
 def test_alter_storage_integration_unsets() -> None:
     s = parse("ALTER INTEGRATION lake UNSET STORAGE_BLOCKED_LOCATIONS, COMMENT")
-    assert s == AlterIntegration("LAKE", unset=["STORAGE_BLOCKED_LOCATIONS", "COMMENT"])
+    assert s == AlterIntegration("LAKE", unset=["STORAGE_BLOCKED_LOCATIONS", "COMMENT"], family="STORAGE")
 
 
 @pytest.mark.parametrize(
     ("sql", "message"),
     [
-        ("ALTER INTEGRATION lake", "ALTER STORAGE INTEGRATION expects SET or UNSET"),
+        ("ALTER INTEGRATION lake", "ALTER INTEGRATION expects SET or UNSET"),
+        ("ALTER STORAGE INTEGRATION lake", "ALTER STORAGE INTEGRATION expects SET or UNSET"),
         ("ALTER INTEGRATION lake SET", "expects at least one of ENABLED, STORAGE_ALLOWED_LOCATIONS"),
         (
             "ALTER INTEGRATION lake SET STORAGE_AWS_ROLE_ARN = 'arn:x'",
@@ -334,7 +341,8 @@ def test_alter_storage_integration_unsets() -> None:
         ("ALTER INTEGRATION lake SET TYPE = EXTERNAL_STAGE", "cannot change TYPE of a storage integration"),
         ("ALTER INTEGRATION lake SET STORAGE_ALLOWED_LOCATIONS = ()", "needs at least one location"),
         ("ALTER INTEGRATION lake SET STORAGE_BLOCKED_LOCATIONS = ('*')", "'*' cannot be a location"),
-        ("ALTER INTEGRATION lake UNSET ENABLED", "cannot UNSET 'ENABLED' of a storage integration"),
+        ("ALTER STORAGE INTEGRATION lake UNSET ENABLED", "cannot UNSET 'ENABLED' of a storage integration"),
+        ("ALTER INTEGRATION lake UNSET ENABLED", "cannot UNSET 'ENABLED' of an integration"),
         ("ALTER INTEGRATION lake UNSET COMMENT x", "expects the end of the statement"),
         ("ALTER INTEGRATION lake SET ENABLED = TRUE ENABLED = FALSE", "duplicate property 'ENABLED'"),
     ],

@@ -20,6 +20,7 @@ import pytest
 from floe.catalog.access import CreateUser, GrantPrivileges, ShowUsers
 from floe.catalog.ddl import (
     AlterPipe,
+    CreateApiIntegration,
     CreateIntegration,
     CreatePipe,
     CreateStage,
@@ -145,6 +146,60 @@ CASES: dict[str, Callable[[int], str]] = {
         + ("'" + "a" * 45 + "', ") * (n // 49)
         + "'a'))"
     ),
+    # API integrations and external functions (issue 14).
+    "api integration, long key": lambda n: "CREATE API INTEGRATION i " + "A" * n + " x",
+    "api integration, unterminated prefix": lambda n: (
+        "CREATE API INTEGRATION i API_ALLOWED_PREFIXES = ('" + "a" * n
+    ),
+    "api integration, many prefixes": lambda n: (
+        "CREATE API INTEGRATION i API_PROVIDER = aws_api_gateway ENABLED = TRUE API_ALLOWED_PREFIXES = ("
+        + "'https://h/p/', " * (n // 15)
+        + "'https://h/')"
+    ),
+    "api integration, unquoted key": lambda n: "CREATE API INTEGRATION i API_KEY = " + "k" * n,
+    "api integration, unterminated key": lambda n: "CREATE API INTEGRATION i API_KEY = '" + "k''" * (n // 3),
+    "api integration, spaces after API": lambda n: "CREATE API" + " " * n + "x",
+    "alter api integration, spaces": lambda n: "ALTER API INTEGRATION i" + " " * n + "x",
+    "alter api integration, long UNSET list": lambda n: (
+        "ALTER API INTEGRATION i UNSET" + " API_KEY," * (n // 9) + " x"
+    ),
+    "show api integrations, spaces": lambda n: "SHOW API" + " " * n + "x",
+    "external function, spaces after SECURE": lambda n: "CREATE SECURE" + " " * n + "x",
+    "external function, long argument list": lambda n: (
+        "CREATE EXTERNAL FUNCTION f(" + "".join(f"a{i} INT, " for i in range(n // 10)) + "x"
+    ),
+    "external function, spaces after a type": lambda n: "CREATE EXTERNAL FUNCTION f(a NUMBER" + " " * n + "x",
+    "external function, spaces in type parameters": lambda n: (
+        "CREATE EXTERNAL FUNCTION f(a NUMBER(" + " " * n + "1" + " " * n + "x"
+    ),
+    "external function, spaces after DOUBLE": lambda n: "CREATE EXTERNAL FUNCTION f(a DOUBLE" + " " * n + "x",
+    "external function, long type word": lambda n: "CREATE EXTERNAL FUNCTION f(a " + "A" * n + ")",
+    "external function, spaces before a clause": lambda n: (
+        "CREATE EXTERNAL FUNCTION f() RETURNS VARIANT API_INTEGRATION = g" + " " * n + "x"
+    ),
+    "external function, spaces inside RETURNS NULL": lambda n: (
+        "CREATE EXTERNAL FUNCTION f() RETURNS VARIANT RETURNS" + " " * n + "NULL x"
+    ),
+    "external function, many headers": lambda n: (
+        "CREATE EXTERNAL FUNCTION f() RETURNS VARIANT API_INTEGRATION = g HEADERS = ("
+        + "".join(f"'x-{i}' = 'v', " for i in range(n // 15))
+        + "x"
+    ),
+    "external function, long context header": lambda n: (
+        "CREATE EXTERNAL FUNCTION f() RETURNS VARIANT CONTEXT_HEADERS = (" + "C" * n + ")"
+    ),
+    "external function, long MAX_BATCH_ROWS": lambda n: (
+        "CREATE EXTERNAL FUNCTION f() RETURNS VARIANT MAX_BATCH_ROWS = " + "9" * n + " AS 'https://h/'"
+    ),
+    "external function, unterminated URL": lambda n: (
+        "CREATE EXTERNAL FUNCTION f() RETURNS VARIANT API_INTEGRATION = g AS '" + "a" * n
+    ),
+    "drop function, long type list": lambda n: "DROP FUNCTION f(" + "INT, " * (n // 5) + "x",
+    "desc function, spaces before the types": lambda n: "DESC FUNCTION f" + " " * n + "x",
+    "grant on function, spaced type list": lambda n: (
+        "GRANT USAGE ON FUNCTION f(" + " INT ," * (n // 6) + " x"
+    ),
+    "show external functions, spaces": lambda n: "SHOW EXTERNAL" + " " * n + "x",
     "select, spaces": lambda n: "SELECT" + " " * n + "x",
     "select, quotes": lambda n: "SELECT " + "'" * n,
     "select, long name": lambda n: "SELECT " + "a" * n,
@@ -201,7 +256,7 @@ REACHES: dict[str, str] = {
     "grant, spaces after MANAGE": "GRANT expects GRANTS (MANAGE GRANTS)",
     "grant, long privilege word": "invalid privilege 'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA...' on a table",
     "grant, spaces inside STORAGE INTEGRATION": "GRANT expects ACCOUNT, DATABASE, SCHEMA",
-    "grant, spaces after ON ALL": "GRANT expects TABLES, STAGES or PIPES after ON ALL",
+    "grant, spaces after ON ALL": "GRANT expects TABLES, STAGES, PIPES or FUNCTIONS after ON ALL",
     "grant, spaces inside IN SCHEMA": "GRANT expects IN SCHEMA <schema> or IN DATABASE <database>",
     "grant, spaced schema name": "unexpected 'x'. GRANT expects TO ROLE <role>",
     "grant, unterminated quoted schema": "GRANT expects a schema name",
@@ -228,14 +283,36 @@ REACHES: dict[str, str] = {
     "integration, long comment": "unexpected '''. CREATE STORAGE INTEGRATION expects a property",
     "show, spaces inside STORAGE INTEGRATIONS": "SHOW expects DATABASES, SCHEMAS",
     "alter integration, spaces after STORAGE": "unsupported statement: ALTER",
-    "alter integration, spaces before SET": "unexpected 'x'. ALTER STORAGE INTEGRATION expects SET or UNSET",
-    "alter integration, long UNSET list": "cannot UNSET 'X' of a storage integration",
+    "alter integration, spaces before SET": "unexpected 'x'. ALTER INTEGRATION expects SET or UNSET",
+    "alter integration, long UNSET list": "cannot UNSET 'X' of an integration",
     "show, spaces around LIKE and IN": "SHOW TABLES expects ACCOUNT, DATABASE or SCHEMA",
     "show, spaces after IN DATABASE": "unexpected 'b'. SHOW TABLES expects the end of the statement",
     "show, IN SCHEMA dots": "invalid schema name 'a . a . a'",
     "desc, spaces inside STORAGE INTEGRATION": "DESC expects STAGE, TABLE, PIPE",
     "drop, spaces before CASCADE": "unexpected 'x'. DROP DATABASE expects the end of the statement",
     "drop, spaces inside IF EXISTS": "unexpected 'x'. DROP SCHEMA expects the end of the statement",
+    "api integration, long key": "CREATE API INTEGRATION expects a property (NAME = value)",
+    "api integration, unterminated prefix": "CREATE API INTEGRATION expects a quoted prefix",
+    "api integration, unquoted key": "CREATE API INTEGRATION expects a quoted value after API_KEY =",
+    "api integration, unterminated key": "CREATE API INTEGRATION expects a property",
+    "alter api integration, spaces": "unexpected 'x'. ALTER API INTEGRATION expects SET or UNSET",
+    "alter api integration, long UNSET list": "cannot UNSET 'X' of an API integration",
+    "show api integrations, spaces": "SHOW expects DATABASES, SCHEMAS",
+    "external function, long argument list": "CREATE EXTERNAL FUNCTION expects the argument's type",
+    "external function, spaces after a type": "CREATE EXTERNAL FUNCTION expects ',' or ')' in the argument",
+    "external function, spaces in type parameters": "CREATE EXTERNAL FUNCTION expects ',' or ')' in the arg",
+    "external function, spaces after DOUBLE": "CREATE EXTERNAL FUNCTION expects ',' or ')' in the argument",
+    "external function, long type word": "unsupported data type 'AAAAAAAA",
+    "external function, spaces before a clause": "unexpected 'x'. CREATE EXTERNAL FUNCTION expects CALLED ON",
+    "external function, spaces inside RETURNS NULL": "unexpected 'RETURNS'. CREATE EXTERNAL FUNCTION expects",
+    "external function, many headers": "CREATE EXTERNAL FUNCTION expects a quoted header name",
+    "external function, long context header": "'CCCCCCCC",
+    "external function, long MAX_BATCH_ROWS": "invalid value '99999",
+    "external function, unterminated URL": "CREATE EXTERNAL FUNCTION expects the remote service's URL",
+    "drop function, long type list": "unsupported data type 'x'",
+    "desc function, spaces before the types": "DESC FUNCTION expects the argument types in parentheses",
+    "grant on function, spaced type list": "unsupported data type 'x'",
+    "show external functions, spaces": "SHOW expects DATABASES, SCHEMAS",
 }
 
 
@@ -253,6 +330,8 @@ def test_the_long_valid_cases_parse() -> None:
     assert isinstance(s, CreateStage) and s.storage_integration == "i"
     s = parse(CASES["stage, integration and a long comment"](2_000))
     assert isinstance(s, CreateStage) and s.storage_integration == "I"
+    s = parse(CASES["api integration, many prefixes"](2_000))
+    assert isinstance(s, CreateApiIntegration) and len(s.allowed_prefixes) == 2_000 // 15 + 1
 
 
 def test_the_ratio_check_catches_a_quadratic_regex() -> None:

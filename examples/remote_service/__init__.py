@@ -1,0 +1,1 @@
+"""An example remote service for Floe's external functions (see README.md)."""

@@ -1,0 +1,519 @@
+"""Calling external functions: rows in, batches out to the remote service (concurrently, retried),
+values and per-row errors back.
+
+One ``FunctionCaller`` serves a process (the query engine, or a Spark executor's transforms): it
+holds the HTTP connection pool and the result cache of IMMUTABLE functions, and is safe to share
+between threads. ``call`` answers every row (a value, or the message of the failure that covered
+it), so a pipe's ON_ERROR can decide per row; ``call_or_raise`` raises the first failure, as a
+query must.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import httpx
+import pyarrow as pa
+
+from floe.external import wire
+from floe.external.cache import MISS, ResultCache
+from floe.external.errors import (
+    ExternalFunctionError,
+    ExternalFunctionFailed,
+    ExternalFunctionUnavailable,
+)
+from floe.external.function import CallContext, RemoteFunction
+from floe.external.values import Unconvertible, converter, encode_column, to_arrow
+from floe.settings import ExternalFunctionSettings
+
+log = logging.getLogger("floe.external")
+
+USER_AGENT = "Floe-ExternalFunctions/0.1"
+"""Sent on every request to a remote service."""
+_MAX_BACKOFF_DOUBLINGS = 60
+"""Beyond this many doublings the ceiling is backoff_max_s anyway (and 2.0**n would overflow)."""
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """What one call returned: a value or an error for each row, and what it took."""
+
+    values: pa.Array
+    """One value per row, of the return type's Arrow type; null where the row failed."""
+    errors: pa.Array
+    """One string per row: null where the value came back, else the message of the failure that
+    covered the row (it names the function and the batch, never row data)."""
+    batches: int = 0
+    """Batches sent (each at least once)."""
+    requests: int = 0
+    """HTTP requests made, retries included."""
+    retries: int = 0
+    """Requests that repeated an earlier one of the same batch."""
+    cache_hits: int = 0
+    """Rows answered from the cache of IMMUTABLE results, without a request."""
+    deduplicated: int = 0
+    """Rows of an IMMUTABLE function that shared a request with an identical earlier row."""
+    max_in_flight: int = 0
+    """The most requests this call had in flight at once."""
+
+    @property
+    def failed_rows(self) -> int:
+        """How many rows have an error."""
+        return len(self.errors) - int(self.errors.null_count)
+
+
+class _Stats:
+    """One call's counters, updated by its worker threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.batches = 0
+        self.requests = 0
+        self.retries = 0
+        self.cache_hits = 0
+        self.deduplicated = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    @contextmanager
+    def request(self, first: bool) -> Iterator[None]:
+        """Count one request while it is in flight."""
+        with self._lock:
+            self.requests += 1
+            self.batches += first
+            self.retries += not first
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+
+class _ResponseTooLarge(Exception):
+    """The raw answer passed max_response_bytes while it was read."""
+
+
+@dataclass(frozen=True)
+class _Call:
+    """What every batch of one call shares."""
+
+    fn: RemoteFunction
+    ctx: CallContext
+    unit_args: list[bytes]
+    stats: _Stats
+    abort: threading.Event
+
+
+class FunctionCaller:
+    """Calls external functions for one process: thread-safe, and closed when done (it is a context
+    manager). ``client`` replaces the HTTP client it would make (it is then the caller's to close)."""
+
+    def __init__(
+        self,
+        settings: ExternalFunctionSettings,
+        *,
+        client: httpx.Client | None = None,
+        cache: ResultCache | None = None,
+    ) -> None:
+        self.settings = settings
+        self._owns_client = client is None
+        self._client = (
+            client
+            if client is not None
+            else httpx.Client(
+                timeout=httpx.Timeout(settings.request_timeout_s),
+                # A redirect could lead outside the integration's prefixes: the 3xx fails the batch.
+                follow_redirects=False,
+                # Proxies and CA bundles come from Floe's settings, never from the environment.
+                trust_env=False,
+                limits=httpx.Limits(
+                    max_connections=None, max_keepalive_connections=max(10, 2 * settings.max_concurrency)
+                ),
+                headers={"user-agent": USER_AGENT},
+            )
+        )
+        # "is not None": an empty cache is falsy (it has a length), and must still be the one used.
+        self.cache = cache if cache is not None else ResultCache(settings.cache_entries, settings.cache_bytes)
+        """Results of IMMUTABLE functions, shared by every call this caller makes."""
+        self._lock = threading.Lock()
+        self._active: set[threading.Event] = set()
+        self._closed = False
+
+    # ---------------------------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        """Stop the calls in progress from sending more (their remaining rows fail) and close the
+        HTTP client if this caller made it."""
+        with self._lock:
+            self._closed = True
+            for abort in self._active:
+                abort.set()
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> FunctionCaller:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------------------------- calls
+
+    def call(
+        self,
+        fn: RemoteFunction,
+        args: Sequence[pa.Array | pa.ChunkedArray],
+        ctx: CallContext,
+        *,
+        num_rows: int | None = None,
+    ) -> CallOutcome:
+        """Call ``fn`` on every row of ``args`` (one array per argument; ``num_rows`` is needed
+        only when there are none). A failed batch fails its rows only."""
+        return self._call(fn, args, ctx, num_rows, fail_fast=False)
+
+    def call_or_raise(
+        self,
+        fn: RemoteFunction,
+        args: Sequence[pa.Array | pa.ChunkedArray],
+        ctx: CallContext,
+        *,
+        num_rows: int | None = None,
+    ) -> pa.Array:
+        """The values of ``call``, or the first failure raised (ExternalFunctionError); no batch
+        starts after it, and the requests already in flight are waited for."""
+        return self._call(fn, args, ctx, num_rows, fail_fast=True).values
+
+    def _call(
+        self,
+        fn: RemoteFunction,
+        args: Sequence[pa.Array | pa.ChunkedArray],
+        ctx: CallContext,
+        num_rows: int | None,
+        *,
+        fail_fast: bool,
+    ) -> CallOutcome:
+        rows = _row_count(fn, args, num_rows)
+        missing = [name for name in fn.context_headers if ctx.context.get(name) is None]
+        if missing:
+            raise ValueError(f"{fn.name}: the call context has no value for {', '.join(missing)}")
+        row_args, errors = self._encode(fn, args, rows, fail_fast)
+        values: list[Any] = [None] * rows
+        stats = _Stats()
+        skip = _null_rows(args) if fn.strict else set()
+        units = self._units(fn, ctx, row_args, errors, values, stats, skip)
+        call = _Call(fn, ctx, [row_args[unit[0]] for unit in units], stats, threading.Event())
+        plan = wire.plan_batches(
+            [len(a) for a in call.unit_args],
+            fn.max_batch_rows or self.settings.max_batch_rows,
+            self.settings.max_batch_bytes,
+        )
+
+        def settle(span: range, result: list[Any] | ExternalFunctionError) -> None:
+            if isinstance(result, ExternalFunctionError):
+                for index in span:
+                    for row in units[index]:
+                        errors[row] = result.message
+                return
+            for index, value in zip(span, result, strict=True):
+                for row in units[index]:
+                    values[row] = value
+                if fn.immutable:
+                    key = _cache_key(fn, ctx, call.unit_args[index])
+                    self.cache.put(key, value, len(call.unit_args[index]))
+
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the FunctionCaller is closed")
+            self._active.add(call.abort)
+        try:
+            self._run(call, plan, settle, fail_fast)
+        finally:
+            with self._lock:
+                self._active.discard(call.abort)
+        log.debug(
+            "external function %s: %d rows, %d batches, %d requests, %d retries, %d cache hits",
+            fn.name,
+            rows,
+            stats.batches,
+            stats.requests,
+            stats.retries,
+            stats.cache_hits,
+            extra={"function": fn.name, "query_id": ctx.query_id},
+        )
+        return CallOutcome(
+            values=to_arrow(values, fn.returns),
+            errors=pa.array(errors, type=pa.string()),
+            batches=stats.batches,
+            requests=stats.requests,
+            retries=stats.retries,
+            cache_hits=stats.cache_hits,
+            deduplicated=stats.deduplicated,
+            max_in_flight=stats.max_in_flight,
+        )
+
+    def _encode(
+        self,
+        fn: RemoteFunction,
+        args: Sequence[pa.Array | pa.ChunkedArray],
+        rows: int,
+        fail_fast: bool,
+    ) -> tuple[list[bytes], list[str | None]]:
+        """Each row's arguments as comma-joined JSON text, and the rows that cannot be sent."""
+        errors: list[str | None] = [None] * rows
+        columns: list[list[bytes]] = []
+        for position, (array, column) in enumerate(zip(args, fn.args, strict=True), start=1):
+            try:
+                texts, bad = encode_column(array, column)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
+                raise ValueError(f"{fn.name}: argument {position} is not {column.sql_type}: {exc}") from None
+            for row, why in sorted(bad.items()):
+                error = ExternalFunctionFailed.of(fn.name, None, f"row {row}: argument {position}: {why}")
+                if fail_fast:
+                    raise error
+                errors[row] = errors[row] or error.message
+            columns.append(texts)
+        row_args = [b",".join(parts) for parts in zip(*columns, strict=True)] if columns else [b""] * rows
+        return row_args, errors
+
+    def _units(
+        self,
+        fn: RemoteFunction,
+        ctx: CallContext,
+        row_args: list[bytes],
+        errors: list[str | None],
+        values: list[Any],
+        stats: _Stats,
+        skip: set[int],
+    ) -> list[list[int]]:
+        """The rows to send, grouped: one row each, or for an IMMUTABLE function one group per
+        distinct argument tuple not in the cache (the cached ones are filled in here). Rows that
+        cannot be encoded, and those in ``skip`` (NULL under STRICT), are not sent."""
+        sendable = (row for row, error in enumerate(errors) if error is None and row not in skip)
+        if not fn.immutable:
+            return [[row] for row in sendable]
+        groups: dict[bytes, list[int]] = {}
+        for row in sendable:
+            groups.setdefault(row_args[row], []).append(row)
+        units = []
+        for text, members in groups.items():
+            cached = self.cache.get(_cache_key(fn, ctx, text))
+            if cached is MISS:
+                units.append(members)
+                stats.deduplicated += len(members) - 1
+                continue
+            for row in members:
+                values[row] = cached
+            stats.cache_hits += len(members)
+        return units
+
+    def _run(
+        self,
+        call: _Call,
+        plan: list[range],
+        settle: Callable[[range, list[Any] | ExternalFunctionError], None],
+        fail_fast: bool,
+    ) -> None:
+        """Send the planned batches, ``max_concurrency`` at a time, settling each as it ends."""
+        workers = min(self.settings.max_concurrency, len(plan))
+        if workers <= 1:
+            for position, span in enumerate(plan):
+                result = self._batch(call, position, span)
+                settle(span, result)
+                if fail_fast and isinstance(result, ExternalFunctionError):
+                    raise result
+            return
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="floe-external") as pool:
+            futures = {
+                pool.submit(self._batch, call, position, span): span for position, span in enumerate(plan)
+            }
+            for future in as_completed(futures):
+                result = future.result()
+                settle(futures[future], result)
+                if fail_fast and isinstance(result, ExternalFunctionError):
+                    # Queued batches never start; running ones stop before their next attempt.
+                    call.abort.set()
+                    for other in futures:
+                        other.cancel()
+                    raise result
+
+    # ---------------------------------------------------------------------------------- one batch
+
+    def _batch(self, call: _Call, position: int, span: range) -> list[Any] | ExternalFunctionError:
+        """One batch sent and answered: its converted values, or the error that failed it (also
+        when the call stopped before the batch was answered)."""
+        fn = call.fn
+        body = wire.build_body(call.unit_args[span.start : span.stop])
+        batch = wire.batch_id(fn, call.ctx, position, body)
+        where = {"function": fn.name, "query_id": call.ctx.query_id, "batch_id": batch}
+        try:
+            answer = self._exchange(call, batch, body, where)
+            if answer is None:
+                return ExternalFunctionFailed.of(fn.name, batch, "not sent: the call was stopped")
+            raw, encoding = answer
+            values = wire.decode_answer(raw, encoding, len(span), self.settings.max_response_bytes)
+            return _convert(fn, values)
+        except wire.ProtocolViolation as exc:
+            error: ExternalFunctionError = ExternalFunctionFailed.of(fn.name, batch, str(exc))
+        except ExternalFunctionError as exc:
+            error = exc
+        log.warning("%s", error.message, extra=where)
+        return error
+
+    def _exchange(
+        self, call: _Call, batch: str, body: bytes, where: dict[str, str]
+    ) -> tuple[bytes, str | None] | None:
+        """Post the batch until a 200 (its raw body and Content-Encoding), retrying transport
+        errors, 429 and 5xx with backoff and full jitter within ``retry_timeout_s``; None if the
+        call stopped meanwhile."""
+        fn, settings = call.fn, self.settings
+        sent, encoding = wire.compress(body, fn)
+        headers = wire.request_headers(fn, call.ctx, batch, encoding)
+        deadline = time.monotonic() + settings.retry_timeout_s
+        attempt = 0
+        while not call.abort.is_set():
+            fn.check_egress(batch)  # the integration is checked before every request, retries too
+            attempt += 1
+            hint: float | None = None
+            try:
+                with call.stats.request(first=attempt == 1):
+                    status, answer_headers, raw = self._post(
+                        fn.url, sent, wire.sign(headers, fn, batch, sent)
+                    )
+            except httpx.TransportError as exc:
+                last = _describe(exc, settings.request_timeout_s)
+            except RuntimeError:
+                if call.abort.is_set():  # close() shut the client under this request
+                    return None
+                raise
+            except _ResponseTooLarge:
+                raise ExternalFunctionFailed.of(
+                    fn.name,
+                    batch,
+                    f"the response is larger than {settings.max_response_bytes} bytes "
+                    "(external_functions.max_response_bytes)",
+                ) from None
+            else:
+                if status == 200:
+                    return raw, answer_headers.get("content-encoding")
+                if status != 429 and status < 500:
+                    redirect = " (redirects are not followed)" if 300 <= status < 400 else ""
+                    raise ExternalFunctionFailed.of(
+                        fn.name, batch, f"the remote service answered HTTP {status}{redirect}"
+                    )
+                last = f"HTTP {status}"
+                hint = wire.retry_after(answer_headers.get("retry-after"))
+            ceiling = settings.backoff_base_s * 2.0 ** min(attempt - 1, _MAX_BACKOFF_DOUBLINGS)
+            # Full jitter: retries of many batches hit by one outage spread over the whole window.
+            delay = random.uniform(0.0, min(settings.backoff_max_s, ceiling))
+            if hint is not None:
+                delay = max(delay, min(hint, settings.backoff_max_s))
+            if time.monotonic() + delay >= deadline:
+                raise ExternalFunctionUnavailable.of(
+                    fn.name,
+                    batch,
+                    f"no answer after {attempt} attempt{'s' if attempt > 1 else ''} within "
+                    f"external_functions.retry_timeout_s ({settings.retry_timeout_s:g} s); last: {last}",
+                )
+            log.info(
+                "external function %s, batch %s: %s; retry %d in %.2f s",
+                fn.name,
+                batch,
+                last,
+                attempt,
+                delay,
+                extra=where,
+            )
+            if call.abort.wait(delay):
+                break
+        return None
+
+    def _post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, httpx.Headers, bytes]:
+        """One POST: the status, the headers, and for a 200 the raw body, read within
+        ``request_timeout_s`` in all and ``max_response_bytes``."""
+        limit = self.settings.max_response_bytes
+        deadline = time.monotonic() + self.settings.request_timeout_s
+        # Encoded here: httpx would encode values as ASCII, and a context value may not be.
+        sent = [(name.encode(), value.encode()) for name, value in headers.items()]
+        timeout = httpx.Timeout(self.settings.request_timeout_s)
+        with self._client.stream("POST", url, content=body, headers=sent, timeout=timeout) as response:
+            if response.status_code != 200:
+                return response.status_code, response.headers, b""  # an error's body is never shown
+            raw = bytearray()
+            for chunk in response.iter_raw():
+                raw += chunk
+                if len(raw) > limit:
+                    raise _ResponseTooLarge
+                # The per-read timeout alone would let a service that trickles bytes run forever.
+                if time.monotonic() > deadline:
+                    raise httpx.ReadTimeout("the answer took longer than request_timeout_s")
+            return 200, response.headers, bytes(raw)
+
+
+def _row_count(fn: RemoteFunction, args: Sequence[pa.Array | pa.ChunkedArray], num_rows: int | None) -> int:
+    if len(args) != len(fn.args):
+        raise ValueError(f"{fn.name} takes {len(fn.args)} arguments; {len(args)} were given")
+    lengths = {len(array) for array in args}
+    if num_rows is not None:
+        lengths.add(num_rows)
+    if not lengths:
+        raise ValueError(f"{fn.name} takes no arguments: pass num_rows")
+    if len(lengths) > 1:
+        raise ValueError(f"{fn.name}: the argument arrays (and num_rows) differ in length")
+    return lengths.pop()
+
+
+def _null_rows(args: Sequence[pa.Array | pa.ChunkedArray]) -> set[int]:
+    """The rows with a NULL argument (SQL NULL: a VARIANT holding JSON null is not one)."""
+    rows: set[int] = set()
+    for array in args:
+        if array.null_count:
+            mask = array.is_null().to_pylist()
+            rows.update(row for row, null in enumerate(mask) if null)
+    return rows
+
+
+def _cache_key(fn: RemoteFunction, ctx: CallContext, args: bytes) -> tuple[str, tuple[str, ...], bytes]:
+    # The context header values are part of the key: a function that answers per CURRENT_USER, say,
+    # must not hand one user's cached result to another.
+    return fn.identity, tuple(ctx.context[name] for name in fn.context_headers), args
+
+
+def _convert(fn: RemoteFunction, values: list[Any]) -> list[Any]:
+    """The answer's values in the return type, or ProtocolViolation naming the row and the type."""
+    convert = converter(fn.returns)
+    out: list[Any] = []
+    for row, value in enumerate(values):
+        if value is None:
+            if not fn.returns.nullable:
+                raise wire.ProtocolViolation(
+                    f"row {row}: null returned by a function that RETURNS {fn.returns.sql_type} NOT NULL"
+                )
+            out.append(None)
+            continue
+        try:
+            out.append(convert(value))
+        except Unconvertible as exc:
+            raise wire.ProtocolViolation(f"row {row}: {exc}") from None
+    return out
+
+
+def _describe(exc: httpx.TransportError, timeout_s: float) -> str:
+    """A transport failure in words, without the request."""
+    if isinstance(exc, httpx.TimeoutException):
+        return f"timed out (external_functions.request_timeout_s = {timeout_s:g} s)"
+    if isinstance(exc, httpx.ConnectError):
+        return "could not connect"
+    return f"the connection failed ({type(exc).__name__})"
