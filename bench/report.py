@@ -46,6 +46,9 @@ STREAM_TP = ("figures", "streaming", "throughput")
 STREAM_LAT = ("figures", "streaming", "latency", "append_to_committed")
 STREAM_CHANNEL_KEYS = ("1_channel", "8_channels")
 """The streaming throughput figures (bench.streaming.channel_label of CHANNEL_COUNTS)."""
+EXTERNAL = ("figures", "external")
+EXTERNAL_RATIO = "external_function_over_baseline"
+"""Rows/s of the query with the remote function over rows/s of the same query without it."""
 
 
 def targets(slow_label: str) -> list[Target]:
@@ -120,8 +123,9 @@ def dig(data: dict[str, Any], path: tuple[str, ...]) -> Any:
 
 
 def ratios(figures: dict[str, Any]) -> dict[str, float | None]:
-    """Floe's throughput over the limit's and over the peer's, and each streaming throughput over
-    the streaming limit (None when one side is missing)."""
+    """Floe's throughput over the limit's and over the peer's, each streaming throughput over the
+    streaming limit, and the external-function query's rows/s over its baseline's (None when one
+    side is missing)."""
     floe = dig(figures, ("throughput", "floe", "rows_per_s"))
     limit = dig(figures, ("throughput", "limit", "rows_per_s"))
     peer = dig(figures, ("throughput", "peer", "rows_per_s"))
@@ -133,6 +137,9 @@ def ratios(figures: dict[str, Any]) -> dict[str, float | None]:
     for key in STREAM_CHANNEL_KEYS:
         rate = dig(figures, ("streaming", "throughput", key, "rows_per_s"))
         out[f"streaming_{key}_over_limit"] = rate / stream_limit if rate and stream_limit else None
+    fn = dig(figures, ("external", "function", "rows_per_s"))
+    base = dig(figures, ("external", "baseline", "rows_per_s"))
+    out[EXTERNAL_RATIO] = fn / base if fn and base else None
     return out
 
 
@@ -180,6 +187,12 @@ def missing_figures(result: dict[str, Any], parts: set[str], latency_labels: lis
         for key in STREAM_CHANNEL_KEYS:
             wanted += [(*STREAM_TP, key, "rows_per_s"), ("ratios", f"streaming_{key}_over_limit")]
         wanted += [(*STREAM_LAT, "p50_s"), (*STREAM_LAT, "p99_s")]
+    if "external" in parts:
+        wanted += [(*EXTERNAL, "baseline", "rows_per_s"), ("ratios", EXTERNAL_RATIO)]
+        wanted += [
+            (*EXTERNAL, "function", what)
+            for what in ("rows_per_s", "batches_per_s", "rows_per_batch", "max_concurrency")
+        ]
     return [".".join(p) for p in wanted if not isinstance(dig(result, p), int | float)]
 
 
@@ -353,6 +366,7 @@ def table_rows(result: dict[str, Any], slow_label: str) -> list[tuple[str, str, 
         )
         target_row("REST insertFiles p99", "rest_p99_ms", lambda v: _num(v, ".1f", " ms"))
     rows += _streaming_rows(result, checks)
+    rows += _external_rows(result)
     for name, mem in f.get("memory", {}).items():
         rows.append(
             (
@@ -416,6 +430,32 @@ def _streaming_rows(
                 bound,
             )
     return rows
+
+
+def _external_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """The external-function part's rows of the summary table (issue 14 sets no target)."""
+    ext: dict[str, Any] | None = result.get("figures", {}).get("external")
+    if ext is None:
+        return []
+    fn, base = ext.get("function", {}), ext.get("baseline", {})
+    runs = f"median of {len(fn.get('runs', []))}"
+    api = dig(fn, ("cpu_s", "api"))
+    return [
+        (
+            f"External function: SUM(bench_echo(id)), {_num(ext.get('rows'))} rows",
+            f"{_num(fn.get('rows_per_s'))} rows/s",
+            f"{runs}; API CPU {_num(api, '.2f', ' s')}",
+            "",
+        ),
+        ("  baseline: SUM(id), same rows", f"{_num(base.get('rows_per_s'))} rows/s", runs, ""),
+        ("  function / baseline", _num(result.get("ratios", {}).get(EXTERNAL_RATIO), ".4f"), "", ""),
+        (
+            "  remote batches",
+            f"{_num(fn.get('batches_per_s'))} batches/s",
+            f"{_num(fn.get('rows_per_batch'))} rows each, up to {_num(fn.get('max_concurrency'))} in flight",
+            "",
+        ),
+    ]
 
 
 def render(result: dict[str, Any], slow_label: str) -> Table:

@@ -1,5 +1,6 @@
 """Floe's benchmark harness (issue 5): throughput against two baselines, latency, notifications,
-REST, memory and row streaming (issue 13), printed as a table and written as JSON.
+REST, memory, row streaming (issue 13) and external functions (issue 14), printed as a table and
+written as JSON.
 
     .venv/bin/python -m bench.run             # full run   -> bench/results/latest.json  (make bench)
     .venv/bin/python -m bench.run --smoke     # tiny sizes -> bench/results/smoke.json   (make bench-smoke)
@@ -18,6 +19,9 @@ Parts (--only takes a comma-separated list of them):
   streaming      Snowpipe Streaming (bench/streaming.py): rows/s into one table with 1 and with 8
                  channels of Floe's client, append→committed p50/p99 at a steady rate, and pyarrow
                  on the same rows as NDJSON (its limit).
+  external       external functions (bench/external.py): SELECT SUM(bench_echo(id)) over N rows,
+                 the function a trivial echo service in a process of its own, against SELECT
+                 SUM(id); rows/s of each, their ratio, batches/s and the concurrency reached.
   Aliases: throughput = floe,limit,peer; memory = floe; all = every part.
 
 LocalStack and Redis are started when they do not answer yet (and stopped again afterwards), at
@@ -58,6 +62,15 @@ from rich.progress import (
 from bench import rest
 from bench.baselines import PeerRun, run_limit
 from bench.dataset import Dataset, ensure_dataset
+from bench.external import (
+    EXTERNAL_COLUMNS_SQL,
+    FUNCTION,
+    LOAD_CHANNELS,
+    baseline_query,
+    function_query,
+    run_external,
+    with_query_timeout,
+)
 from bench.harness import FLOE_PROCESSES, FloeStack, Resources, isolated_settings, remove_tree
 from bench.latency import run_latency
 from bench.memory import MemorySampler
@@ -83,7 +96,16 @@ from floe.settings import Settings
 from infra.stack import StackError, ensure_services, stop
 from infra.stack import status as stack_status
 
-PARTS: tuple[str, ...] = ("floe", "limit", "peer", "latency", "notifications", "rest", "streaming")
+PARTS: tuple[str, ...] = (
+    "floe",
+    "limit",
+    "peer",
+    "latency",
+    "notifications",
+    "rest",
+    "streaming",
+    "external",
+)
 ALIASES: dict[str, tuple[str, ...]] = {
     "throughput": ("floe", "limit", "peer"),
     "memory": ("floe",),
@@ -100,6 +122,7 @@ STACK_PHASES = frozenset(
         "streaming_warmup",
         *(f"streaming_{channel_label(n)}" for n in CHANNEL_COUNTS),
         "streaming_latency",
+        "external",
     }
 )
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -121,6 +144,8 @@ FULL: dict[str, Any] = {
     "stream_rate": 1_000.0,
     "stream_seconds": 30.0,
     "stream_append_rows": 50,
+    "external_rows": 1_000_000,
+    "external_repeats": 3,
     "out": RESULTS_DIR / "latest.json",
     "overlap": False,
     "warmup": True,
@@ -138,6 +163,7 @@ SMOKE: dict[str, Any] = {
     "stream_rows": 20_000,
     "stream_repeats": 1,
     "stream_seconds": 5.0,
+    "external_rows": 20_000,
     "out": RESULTS_DIR / "smoke.json",
     "overlap": True,
     "warmup": True,
@@ -249,6 +275,17 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help=f"rows per append of the latency channel {sizes('stream_append_rows')}",
     )
+    g = p.add_argument_group("external functions")
+    g.add_argument(
+        "--external-rows",
+        type=int,
+        help=f"rows of the table the function query reads {sizes('external_rows')}",
+    )
+    g.add_argument(
+        "--external-repeats",
+        type=int,
+        help=f"timed runs of the function query and of its baseline {sizes('external_repeats')}",
+    )
     g = p.add_argument_group("housekeeping")
     g.add_argument(
         "--keep", action="store_true", help="keep the run's state dir, buckets, queues and Redis keys"
@@ -307,6 +344,9 @@ class Run:
         self.run_dir = bench_root / f"run-{dt.datetime.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:4]}"
         self.data_dir = args.data_dir or bench_root / "data"
         self.settings = isolated_settings(settings, self.run_dir)
+        if "external" in self.parts:
+            # A million rows through a remote function may outlast the default 60 s query limit.
+            self.settings = with_query_timeout(self.settings)
         self.stack: FloeStack | None = None
         self.launched = 0.0
         self.peer_run: PeerRun | None = None
@@ -372,6 +412,17 @@ class Run:
                 "compression": COMPRESSION,
                 "seed": a.seed,
             },
+            "external": {
+                "rows": a.external_rows,
+                "repeats": a.external_repeats,
+                "columns": EXTERNAL_COLUMNS_SQL,
+                "load_channels": LOAD_CHANNELS,
+                "baseline": baseline_query("t"),
+                "function": function_query("t"),
+                "remote": f"{FUNCTION}(x NUMBER) RETURNS NUMBER VOLATILE: an echo under uvicorn, "
+                "bench/echo_service.py",
+                "query_timeout_s": self.settings.query.timeout_s,
+            },
             "spark_master": self.base.pipeline.spark_master,
             "pipeline_partitions": self.base.pipeline.partitions,
             "overlap": a.overlap,
@@ -406,7 +457,7 @@ class Run:
         harness works.
         """
         a = self.args
-        need_stack = bool(self.parts & {"floe", "latency", "notifications", "rest", "streaming"})
+        need_stack = bool(self.parts & {"floe", "latency", "notifications", "rest", "streaming", "external"})
         dataset = self.dataset(progress) if self.parts & {"floe", "limit", "peer"} else None
         rows = self.stream_data(progress) if "streaming" in self.parts else None
         if a.overlap and need_stack:
@@ -451,6 +502,8 @@ class Run:
         # keep it from running.
         if rows is not None:
             self.streaming(progress, rows)
+        if "external" in self.parts:
+            self.external(progress)
         if not a.overlap:
             self.apart(progress, apart)
 
@@ -738,6 +791,30 @@ class Run:
             progress.console.print(
                 f"[green]✓[/] streaming latency at {a.stream_rate:g} rows/s: append→committed "
                 f"p50 {q['p50_s']:.2f} s p99 {q['p99_s']:.2f} s ({lat['appends']} appends)"
+            )
+
+    def external(self, progress: Progress) -> None:
+        """A query calling a trivial remote function against the same query without it."""
+        a = self.args
+        bars = _Bars(progress, lambda label: f"external: {label}")
+        ext = self.phase(
+            "external",
+            progress,
+            run_external,
+            self.stack,
+            a.external_rows,
+            a.external_repeats,
+            self.settings.pipeline.partitions,
+            on_progress=bars.update,
+        )
+        bars.close()
+        if ext:
+            self.result["figures"]["external"] = ext
+            fn, base = ext["function"], ext["baseline"]
+            progress.console.print(
+                f"[green]✓[/] external: {fn['rows_per_s']:,.0f} rows/s with the function, "
+                f"{base['rows_per_s']:,.0f} without ({fn['batches_per_s']:,.0f} batches/s of "
+                f"{fn['rows_per_batch']:,.0f} rows, up to {fn['max_concurrency']} in flight)"
             )
 
     def shutdown(self, interrupted: bool) -> None:

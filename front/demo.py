@@ -1,9 +1,17 @@
-"""`floe demo` (what `make run` shows): a stage, a table, an auto-ingest pipe and a few files, then
-a few hundred rows streamed through a Snowpipe Streaming channel."""
+"""`floe demo` (what `make run` shows): a stage, a table, an auto-ingest pipe whose transform calls
+an external function, and a few files; then a few hundred rows streamed through a Snowpipe
+Streaming channel, and a query calling an external function."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import subprocess
+import sys
 import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -17,19 +25,87 @@ from front.client import SqlFailed, records, run_sql
 BUCKET = "floe-demo"
 console = Console()
 
-STATEMENTS = [
-    # A stage reads S3 only through a storage integration: it bounds where Floe's own credentials
-    # may be pointed (README, "Access control").
-    "CREATE OR REPLACE STORAGE INTEGRATION demo_lake TYPE = EXTERNAL_STAGE STORAGE_PROVIDER = 'S3' "
-    f"ENABLED = TRUE STORAGE_ALLOWED_LOCATIONS = ('s3://{BUCKET}/')",
-    f"CREATE OR REPLACE STAGE demo_stage URL = 's3://{BUCKET}/trips/' STORAGE_INTEGRATION = demo_lake "
-    "FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)",
-    "CREATE OR REPLACE TABLE trips (trip_id INT NOT NULL, city VARCHAR, fare NUMBER(10,2), "
-    "started_at TIMESTAMP_NTZ, source_file VARCHAR, source_row INT)",
-    "CREATE OR REPLACE PIPE demo_pipe AUTO_INGEST = TRUE AS COPY INTO trips FROM "
-    "(SELECT $1, UPPER($2), $3, $4, METADATA$FILENAME, METADATA$FILE_ROW_NUMBER FROM @demo_stage) "
-    "FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1) ON_ERROR = CONTINUE",
-]
+ROOT = Path(__file__).resolve().parent.parent
+"""The checkout: the example remote service (examples/remote_service) runs from here."""
+
+
+def statements(service_url: str) -> list[str]:
+    """The demo's objects; ``service_url`` is where the example remote service listens."""
+    return [
+        # A stage reads S3 only through a storage integration: it bounds where Floe's own credentials
+        # may be pointed (README, "Access control").
+        "CREATE OR REPLACE STORAGE INTEGRATION demo_lake TYPE = EXTERNAL_STAGE STORAGE_PROVIDER = 'S3' "
+        f"ENABLED = TRUE STORAGE_ALLOWED_LOCATIONS = ('s3://{BUCKET}/')",
+        f"CREATE OR REPLACE STAGE demo_stage URL = 's3://{BUCKET}/trips/' STORAGE_INTEGRATION = demo_lake "
+        "FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1)",
+        # External functions call only where an API integration allows (README, "External functions").
+        "CREATE OR REPLACE API INTEGRATION demo_api API_PROVIDER = aws_api_gateway "
+        f"API_ALLOWED_PREFIXES = ('{service_url}/') ENABLED = TRUE",
+        "CREATE OR REPLACE EXTERNAL FUNCTION to_usd(amount NUMBER(38,2), currency VARCHAR) "
+        f"RETURNS NUMBER(38,2) IMMUTABLE API_INTEGRATION = demo_api AS '{service_url}/convert'",
+        "CREATE OR REPLACE EXTERNAL FUNCTION sentiment(text VARCHAR) RETURNS VARIANT "
+        f"API_INTEGRATION = demo_api AS '{service_url}/sentiment'",
+        "CREATE OR REPLACE TABLE trips (trip_id INT NOT NULL, city VARCHAR, fare NUMBER(10,2), "
+        "fare_usd NUMBER(10,2), started_at TIMESTAMP_NTZ, source_file VARCHAR, source_row INT)",
+        "CREATE OR REPLACE PIPE demo_pipe AUTO_INGEST = TRUE AS COPY INTO trips FROM "
+        "(SELECT $1, UPPER($2), $3, to_usd($3, 'EUR'), $4, METADATA$FILENAME, METADATA$FILE_ROW_NUMBER "
+        "FROM @demo_stage) FILE_FORMAT = (TYPE = CSV SKIP_HEADER = 1) ON_ERROR = CONTINUE",
+    ]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def example_service(timeout: float = 30.0) -> Iterator[str]:
+    """Run examples/remote_service on 127.0.0.1 for the length of the block; yields its URL."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "examples.remote_service.app:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                # Any answer means it listens (GET on a POST route is a 405).
+                urllib.request.urlopen(f"{url}/convert", timeout=1).close()  # our own URL
+                break
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        "the example remote service (examples/remote_service) did not start; run "
+                        f"`.venv/bin/python -m uvicorn examples.remote_service.app:app --port {port}` "
+                        "to see why"
+                    ) from None
+                time.sleep(0.1)
+        console.print(f"[green]started[/] the example remote service at {url} (examples/remote_service)")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
 
 CITIES = ["berlin", "lisbon", "oslo", "rome", "paris"]
 
@@ -74,6 +150,7 @@ def stream_demo(settings: Settings) -> None:
                 "trip_id": 10_000 + n,
                 "city": CITIES[n % len(CITIES)].upper(),
                 "fare": f"{4 + (n % 23) * 0.75:.2f}",
+                "fare_usd": None,
                 "started_at": f"2026-11-20 {n % 24:02d}:{n % 60:02d}:00",
                 "source_file": "demo-channel",
                 "source_row": n,
@@ -105,9 +182,20 @@ def stream_demo(settings: Settings) -> None:
 def run_demo(settings: Settings, follow: bool = True, timeout: float = 180.0) -> int:
     """Run the demo; returns the process exit code."""
     try:
+        with example_service() as service_url:
+            return _run(settings, service_url, follow, timeout)
+    except RuntimeError as exc:
+        console.print(f"[red]{exc}[/red]")
+        return 1
+    except KeyboardInterrupt:
+        return 0
+
+
+def _run(settings: Settings, service_url: str, follow: bool, timeout: float) -> int:
+    try:
         s3 = aws_client(settings.aws, "s3")
         s3.create_bucket(Bucket=BUCKET)
-        for stmt in STATEMENTS:
+        for stmt in statements(service_url):
             console.print(f"[bold cyan]floe sql[/] {stmt}")
             run_sql(settings, stmt)
         files = [f"trips/2026/11/trips_{i}.csv" for i in range(1, 4)]
@@ -140,12 +228,22 @@ def run_demo(settings: Settings, follow: bool = True, timeout: float = 180.0) ->
         _show(
             run_sql(
                 settings,
-                "SELECT city, COUNT(*) AS trips, SUM(fare) AS revenue FROM trips GROUP BY city ORDER BY city",
+                "SELECT city, COUNT(*) AS trips, SUM(fare) AS revenue, SUM(fare_usd) AS revenue_usd "
+                "FROM trips GROUP BY city ORDER BY city",
             ),
-            "SELECT city, COUNT(*), SUM(fare) FROM trips GROUP BY city",
+            "SELECT city, COUNT(*), SUM(fare), SUM(fare_usd) FROM trips GROUP BY city "
+            "(fare_usd: the pipe called to_usd, an external function)",
         )
         _show(run_sql(settings, "SELECT SYSTEM$PIPE_STATUS('demo_pipe')"), "SYSTEM$PIPE_STATUS")
         stream_demo(settings)
+        _show(
+            run_sql(
+                settings,
+                "SELECT city, sentiment('a great and fast ride in ' || city) AS mood FROM trips "
+                "GROUP BY city ORDER BY city",
+            ),
+            "SELECT city, sentiment(...) FROM trips: an external function in a query",
+        )
         if not follow:
             return 0
         console.print(

@@ -23,13 +23,22 @@ from pyspark.sql import DataFrame, SparkSession
 
 from floe.aws import AWS_ERRORS
 from floe.aws import client as aws_client
-from floe.catalog import Catalog, Pipe, Stage, StorageIntegration, Table, now_ms
+from floe.catalog import (
+    ApiIntegration,
+    Catalog,
+    ExternalFunction,
+    Pipe,
+    Stage,
+    StorageIntegration,
+    Table,
+    now_ms,
+)
 from floe.history import FileState
 from floe.keys import Keys
 from floe.records import TASK_SCHEMA, WIRE_DDL, LoadTask, PipeResults, decode_results
 from floe.runtime import Faults, Readiness, Shutdown, setup_logging
 from floe.settings import Settings
-from pipeline.loader import BatchContext, process_partition
+from pipeline.loader import BatchContext, external_entry, process_partition
 from pipeline.registrar import ChannelRegistrar, ChannelSettle, Outcome, PipeCommit, Registrar
 from pipeline.session import spark_session
 from pipeline.source import FloeFileSource
@@ -74,6 +83,26 @@ def refusal(catalog: Catalog, settings: Settings, pipe: Pipe) -> str | None:
     return None
 
 
+def external_functions(catalog: Catalog, pipe: Pipe) -> tuple[dict[str, str], str | None]:
+    """The external functions ``pipe``'s COPY calls, by call key (``loader.external_entry``), as
+    the catalog has them now; and why the pipe cannot load, when one of them or its API
+    integration is gone (the files then fail unread, saying so). A disabled integration or a URL
+    it no longer admits is the caller's to refuse, per request, naming the function."""
+    entries: dict[str, str] = {}
+    for key, signature in pipe.copy_spec.functions.items():
+        fn = catalog.find(ExternalFunction, signature)
+        if fn is None:
+            return {}, f"External function {signature}, which pipe {pipe.name} calls, no longer exists."
+        integration = catalog.find(ApiIntegration, fn.integration)
+        if integration is None:
+            return {}, (
+                f"API integration {fn.integration} of external function {signature}, which pipe "
+                f"{pipe.name} calls, no longer exists."
+            )
+        entries[key] = external_entry(fn, integration)
+    return entries, None
+
+
 class BatchProcessor:
     """The foreachBatch function, with its Redis handles."""
 
@@ -109,6 +138,7 @@ class BatchProcessor:
         pipes: dict[str, str] = {}
         tables: dict[str, str] = {}
         refused: dict[str, str] = {}
+        functions: dict[str, dict[str, str]] = {}
         todo: list[LoadTask] = []
         for pipe_id, files in by_pipe.items():
             if self.registrar.committed(pipe_id, qid, batch_id):
@@ -121,7 +151,10 @@ class BatchProcessor:
                 continue
             pipes[pipe_id] = pipe.model_dump_json()
             tables[pipe_id] = table.model_dump_json()
-            if (reason := refusal(self.catalog, self.settings, pipe)) is not None:
+            calls, missing = external_functions(self.catalog, pipe)
+            if calls:
+                functions[pipe_id] = calls
+            if (reason := refusal(self.catalog, self.settings, pipe) or missing) is not None:
                 refused[pipe_id] = reason
                 log.warning("%d files refused: %s", len(files), reason, extra={"pipe": pipe.name})
             todo.extend(files)
@@ -130,7 +163,9 @@ class BatchProcessor:
         n = max(1, min(self.settings.pipeline.partitions, len(todo)))
         todo.sort(key=lambda t: (t.pipe_id, t.path))
         tasks = [t.in_part(_part(t, i, n)) for i, t in enumerate(todo)]
-        ctx = BatchContext(self.settings_json, self.master_key, qid, batch_id, pipes, tables, refused)
+        ctx = BatchContext(
+            self.settings_json, self.master_key, qid, batch_id, pipes, tables, refused, functions
+        )
         # One element per Spark partition, each the list of its tasks' rows: the partitions come out
         # as planned without a shuffle (partitionBy cost a whole extra stage per micro-batch).
         groups = [[t.task_row() for t in tasks if t.part == i] for i in range(n)]

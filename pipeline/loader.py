@@ -9,6 +9,7 @@ files from S3 and writes the blobs to S3.
 from __future__ import annotations
 
 import io
+import json
 import logging
 import time
 from collections import deque
@@ -26,8 +27,10 @@ from pyarrow import fs as pafs
 from floe.aws import client as aws_client
 from floe.aws import object_gone, pyarrow_s3_kwargs
 from floe.blobs import BlobCrypto, BlobMeta, crypto_from_settings, write_blob
-from floe.catalog import Pipe, Table
+from floe.catalog import ApiIntegration, ExternalFunction, Pipe, Table
+from floe.catalog.models import CONTEXT_FUNCTIONS
 from floe.errors import FileLoadError
+from floe.external import FunctionCaller, RemoteFunction
 from floe.records import LoadOutcome, LoadTask, RowAppend, encode_results
 from floe.runtime import Faults, setup_logging
 from floe.settings import Settings
@@ -42,6 +45,7 @@ from pipeline.chunks import (
 )
 from pipeline.formats import FileParseError, read_checked_lines, read_csv_part, read_raw
 from pipeline.transform import CompiledCopy, FileCopy, apply_copy, compile_copy, failed_file, new_connection
+from pipeline.transform.remote_calls import RemoteCalls
 
 log = logging.getLogger("floe.pipeline.loader")
 
@@ -60,6 +64,14 @@ class BatchContext:
     """pipe id -> Table JSON"""
     refused: dict[str, str] = field(default_factory=dict)
     """pipe id -> why the pipe may not read its stage now: its files fail unread."""
+    functions: dict[str, dict[str, str]] = field(default_factory=dict)
+    """pipe id -> call key -> ``external_entry`` JSON: the external functions its COPY calls, and
+    their API integrations, as the catalog has them at the start of the micro-batch."""
+
+
+def external_entry(fn: ExternalFunction, integration: ApiIntegration) -> str:
+    """One BatchContext.functions value."""
+    return json.dumps({"function": fn.model_dump_json(), "integration": integration.model_dump_json()})
 
 
 class _Worker:
@@ -73,6 +85,9 @@ class _Worker:
         self.crypto: BlobCrypto = crypto_from_settings(self.settings.encryption.master_key_id, ctx.master_key)
         self.con = new_connection(memory_limit=self.settings.pipeline.duckdb_memory_limit)
         self.compiled: dict[str, tuple[str, CompiledCopy]] = {}
+        self.batch = ctx
+        """The micro-batch being loaded (its pipes' external functions)."""
+        self._caller: FunctionCaller | None = None
         self.faults = Faults(self.settings.faults)
         self.pool = ThreadPoolExecutor(max(1, self.settings.pipeline.prefetch_files), "floe-fetch")
         self._s3: Any = None
@@ -96,12 +111,45 @@ class _Worker:
             raise OSError(f"reading s3://{bucket}/{key} failed: {exc}") from exc
 
     def compiled_for(self, pipe: Pipe, table: Table) -> CompiledCopy:
-        key = pipe.id + table.model_dump_json()
+        entries = self.batch.functions.get(pipe.id, {})
+        key = pipe.id + table.model_dump_json() + json.dumps(entries, sort_keys=True)
         hit = self.compiled.get(pipe.id)
         if hit is None or hit[0] != key:
-            hit = (key, compile_copy(pipe.copy_spec, table, pipe.copy_spec.file_format.type))
+            functions = {
+                k: ExternalFunction.model_validate_json(json.loads(e)["function"]) for k, e in entries.items()
+            }
+            hit = (key, compile_copy(pipe.copy_spec, table, pipe.copy_spec.file_format.type, functions))
             self.compiled[pipe.id] = hit
         return hit[1]
+
+    def remote_for(self, pipe: Pipe) -> RemoteCalls | None:
+        """How this batch's loads of ``pipe`` call its external functions (None: it calls none)."""
+        entries = self.batch.functions.get(pipe.id)
+        if not entries:
+            return None
+        functions = {}
+        for k, e in entries.items():
+            doc = json.loads(e)
+            functions[k] = RemoteFunction.of(
+                ExternalFunction.model_validate_json(doc["function"]),
+                ApiIntegration.model_validate_json(doc["integration"]),
+            )
+        if self._caller is None:
+            self._caller = FunctionCaller(self.settings.external_functions)
+        database, schema, _ = pipe.name.split(".", 2)
+        context = dict.fromkeys(CONTEXT_FUNCTIONS, "")
+        context.update(
+            CURRENT_ACCOUNT="FLOE",
+            CURRENT_CLIENT="Floe pipe",
+            CURRENT_DATABASE=database,
+            CURRENT_SCHEMA=schema,
+            CURRENT_ROLE=pipe.owner,
+            CURRENT_REGION=self.settings.aws.region,
+            CURRENT_STATEMENT=" ".join(pipe.copy_spec.sql.split()),
+        )
+        # One id per pipe and micro-batch: a replay of the batch sends the same one.
+        query_id = f"{self.batch.query_id}-{self.batch.batch_id}-{pipe.id}"
+        return RemoteCalls(self._caller, functions, query_id, context)
 
 
 _WORKER: _Worker | None = None
@@ -111,6 +159,7 @@ def _worker(ctx: BatchContext) -> _Worker:
     global _WORKER
     if _WORKER is None or _WORKER.source_json != ctx.settings_json:
         _WORKER = _Worker(ctx)
+    _WORKER.batch = ctx
     return _WORKER
 
 
@@ -203,7 +252,7 @@ def transform_file(
             raw = read_checked_lines(data, fmt, path)
         else:
             raw = read_raw(data, fmt, path=path, max_bytes=w.settings.pipeline.max_part_bytes)
-        rows, result = apply_copy(compiled, raw, filename=path, con=w.con)
+        rows, result = apply_copy(compiled, raw, filename=path, con=w.con, remote=w.remote_for(pipe))
     except FileLoadError as exc:
         if streamable and isinstance(exc, PartTooLarge):
             raise
@@ -302,7 +351,7 @@ def stream_file(
     parts = 0
     try:
         compiled = w.compiled_for(pipe, table)
-        copy = FileCopy(compiled, path)
+        copy = FileCopy(compiled, path, w.remote_for(pipe))
         schema = arrow_schema(table)
         width: int | None = None
         rows_before = lines_before = 0

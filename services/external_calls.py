@@ -26,9 +26,12 @@ from typing import Any
 import duckdb
 import duckdb.func
 import pyarrow as pa
+import sqlglot
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from floe.catalog import ApiIntegration, Catalog, Column, ExternalFunction
+from floe.catalog.calls import call_sites
 from floe.catalog.names import Defaults, Name
 from floe.errors import CompilationError, ObjectNotFound, PermissionDenied, SqlError
 from floe.external import CallContext, ExternalFunctionError, FunctionCaller, RemoteFunction
@@ -70,11 +73,12 @@ class ExternalCalls:
 
     def bind(self, query: exp.Expr) -> None:
         """Replace every external call in ``query`` (resolved for the caller, or refused)."""
-        for node in list(query.find_all(exp.Anonymous)):
-            target, parts = _call_site(node)
-            if (len(parts) == 1 and parts[0] in ALLOWED_NAMES) or parts[-1].startswith(UDF_PREFIX):
+        for site in list(call_sites(query)):
+            if (len(site.parts) == 1 and site.parts[0] in ALLOWED_NAMES) or site.parts[-1].startswith(
+                UDF_PREFIX
+            ):
                 continue
-            fn = self._resolve(parts, node.expressions)
+            fn = resolve_call(self.catalog, self.defaults, self.check, site.parts, site.call.expressions)
             integration = self.catalog.find(ApiIntegration, fn.integration)
             if integration is None:
                 raise SqlError(
@@ -84,48 +88,12 @@ class ExternalCalls:
                     sql_state="02000",
                 )
             udf = f"{UDF_PREFIX}{len(self.bound)}"
-            args = [_cast(arg, col) for arg, col in zip(node.expressions, fn.args, strict=True)]
+            args = [_cast(arg, col) for arg, col in zip(site.call.expressions, fn.args, strict=True)]
             # DuckDB passes a function without parameters no rows to count: one constant stands in.
             zero = not args
             call = exp.Anonymous(this=udf, expressions=args or [exp.true()])
             self.bound[udf] = _Bound(udf, RemoteFunction.of(fn, integration), zero)
-            target.replace(call)
-
-    def _resolve(self, parts: list[str], args: list[exp.Expr]) -> ExternalFunction:
-        full = str(_qualified(parts, self.defaults))
-        usable = [
-            fn
-            for fn in self.catalog.all(ExternalFunction).values()
-            if fn.function_name == full and _passes(self.check, Need("FUNCTION", fn.name, ("USAGE",)))
-        ]
-        if not usable:
-            raise unknown_function(full.split(".")[-1])
-        fitting = [fn for fn in usable if len(fn.args) == len(args)]
-        if len(fitting) > 1:
-            typed = [_cast_type(a) for a in args]
-            fitting = [
-                fn
-                for fn in fitting
-                if all(t is None or t == c.type for t, c in zip(typed, fn.args, strict=True))
-            ]
-            if len(fitting) > 1 and any(t is None for t in typed):
-                overloads = ", ".join(sorted(fn.name.split(".")[-1] for fn in fitting))
-                raise CompilationError(
-                    f"Ambiguous call of {full.split('.')[-1]}: {overloads} all take {len(args)} "
-                    "argument(s); cast the arguments to the types of the one you mean, e.g. "
-                    "f(x::NUMBER)",
-                    code="002140",
-                    sql_state="42601",
-                )
-        if not fitting:
-            kinds = ", ".join(_cast_type(a) or "?" for a in args)
-            raise CompilationError(
-                f"Invalid argument types for function '{full.split('.')[-1]}': ({kinds}); it takes "
-                + " or ".join(sorted(fn.name.split(".")[-1] for fn in usable)),
-                code="001044",
-                sql_state="42P13",
-            )
-        return fitting[0]
+            site.node.replace(call)
 
     def register(
         self,
@@ -178,33 +146,60 @@ class ExternalCalls:
         return SqlError(str(first), code="100351", sql_state="22000")
 
 
-def _call_site(node: exp.Anonymous) -> tuple[exp.Expr, list[str]]:
-    """The node a call replaces (the call, or the Dot that qualifies it) and its name's parts."""
-    name = _name(node)
-    parts = [name]
-    target: exp.Expr = node
-    parent = node.parent
-    if isinstance(parent, exp.Dot) and parent.expression is node:
-        target = parent
-        parts = [*_dotted(parent.this), name]
-    return target, parts
+def resolve_call(
+    catalog: Catalog, defaults: Defaults, check: Check, parts: tuple[str, ...], args: list[exp.Expr]
+) -> ExternalFunction:
+    """The external function a call names, as Snowflake resolves it for the caller (``check``):
+    the overloads of the qualified name the caller holds USAGE (or OWNERSHIP) on, by argument
+    count, then by the arguments' explicit casts. CompilationError when none fits."""
+    full = str(_qualified(list(parts), defaults))
+    short = full.split(".")[-1]
+    usable = [
+        fn
+        for fn in catalog.all(ExternalFunction).values()
+        if fn.function_name == full and _passes(check, Need("FUNCTION", fn.name, ("USAGE",)))
+    ]
+    if not usable:
+        raise unknown_function(short)
+    fitting = [fn for fn in usable if len(fn.args) == len(args)]
+    if len(fitting) > 1:
+        typed = [_cast_type(a) for a in args]
+        fitting = [fn for fn in fitting if _matches(typed, fn.args)]
+        if len(fitting) > 1 and any(t is None for t in typed):
+            overloads = ", ".join(sorted(fn.name.split(".")[-1] for fn in fitting))
+            raise CompilationError(
+                f"Ambiguous call of {short}: {overloads} all take {len(args)} argument(s); cast the "
+                "arguments to the types of the one you mean, e.g. f(x::NUMBER)",
+                code="002140",
+                sql_state="42601",
+            )
+    if not fitting:
+        kinds = ", ".join(_cast_type(a) or "?" for a in args)
+        raise CompilationError(
+            f"Invalid argument types for function '{short}': ({kinds}); it takes "
+            + " or ".join(sorted(fn.name.split(".")[-1] for fn in usable)),
+            code="001044",
+            sql_state="42P13",
+        )
+    return fitting[0]
 
 
-def _name(node: exp.Anonymous) -> str:
-    this = node.this
-    if isinstance(this, exp.Identifier):
-        return this.name if this.quoted else this.name.upper()
-    return str(this).upper()
-
-
-def _dotted(node: exp.Expr) -> list[str]:
-    if isinstance(node, exp.Dot):
-        return [*_dotted(node.this), *_dotted(node.expression)]
-    if isinstance(node, exp.Identifier):
-        return [node.name if node.quoted else node.name.upper()]
-    if isinstance(node, exp.Column) and not node.table:
-        return _dotted(node.this)
-    raise CompilationError(f"invalid function name {node.sql('snowflake')}")
+def pipe_functions(catalog: Catalog, defaults: Defaults, check: Check, items: list[str]) -> dict[str, str]:
+    """The external functions a pipe's SELECT items call: call key -> the overload's signature,
+    resolved with the creator's privileges. A name no external function has is left to the COPY
+    compiler (a built-in such as TO_DATE, or an error when the pipe loads)."""
+    names = {fn.function_name for fn in catalog.all(ExternalFunction).values()}
+    found: dict[str, str] = {}
+    for item in items:
+        try:
+            tree = sqlglot.parse_one(item, read="snowflake")
+        except SqlglotError:
+            continue  # the COPY compiler reports it, with its position
+        for site in call_sites(tree):
+            if str(_qualified(list(site.parts), defaults)) not in names:
+                continue
+            found[site.key] = resolve_call(catalog, defaults, check, site.parts, site.call.expressions).name
+    return found
 
 
 def _qualified(parts: list[str], defaults: Defaults) -> Name:

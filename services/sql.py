@@ -77,6 +77,7 @@ from services.access import (
 )
 from services.auth import Principal
 from services.dedup import Deduper, retire_pipe
+from services.external_calls import pipe_functions
 from services.grants import GrantStatements, already_exists, created, like, status
 from services.query import QueryEngine, Result
 from services.queues import configure_bucket, ensure_queues
@@ -720,6 +721,7 @@ class SqlExecutor:
             on_error_limit=s.on_error_limit,
             pattern=s.pattern,
             sql=s.copy_sql,
+            functions=pipe_functions(self.catalog, self.defaults, self._check(principal), s.select or []),
         )
         pipe = Pipe(
             name=name,

@@ -440,6 +440,9 @@ class CopySpec(BaseModel):
     """PATTERN regex, matched against the path relative to the stage."""
     sql: str = ""
     """The COPY statement as written."""
+    functions: dict[str, str] = Field(default_factory=dict)
+    """External functions the SELECT items call: ``floe.catalog.calls.call_key`` of each call ->
+    the overload's signature, resolved at CREATE PIPE with its creator's privileges."""
 
     @property
     def error_limit(self) -> int:

@@ -43,6 +43,10 @@ _MAX_BACKOFF_DOUBLINGS = 60
 """Beyond this many doublings the ceiling is backoff_max_s anyway (and 2.0**n would overflow)."""
 
 
+MIN_SPREAD_ROWS = 128
+"""Batches are not cut below this many rows to spread a call over concurrent requests."""
+
+
 @dataclass(frozen=True)
 class CallOutcome:
     """What one call returned: a value or an error for each row, and what it took."""
@@ -217,7 +221,7 @@ class FunctionCaller:
         call = _Call(fn, ctx, [row_args[unit[0]] for unit in units], stats, threading.Event())
         plan = wire.plan_batches(
             [len(a) for a in call.unit_args],
-            fn.max_batch_rows or self.settings.max_batch_rows,
+            self._batch_rows(fn, len(units)),
             self.settings.max_batch_bytes,
         )
 
@@ -263,6 +267,15 @@ class FunctionCaller:
             deduplicated=stats.deduplicated,
             max_in_flight=stats.max_in_flight,
         )
+
+    def _batch_rows(self, fn: RemoteFunction, rows: int) -> int:
+        """Rows per batch: the function's MAX_BATCH_ROWS (else the setting), but fewer when that
+        spreads a call over more of its ``max_concurrency`` requests. A query's call is one
+        vector of 2,048 rows: 3 batches of at most 1,000 would leave 5 of the 8 slots idle and make
+        the last batch a sliver, where 8 of 256 keep them all busy. Never below MIN_SPREAD_ROWS."""
+        limit = fn.max_batch_rows or self.settings.max_batch_rows
+        spread = -(-rows // max(1, self.settings.max_concurrency))  # ceiling division
+        return max(1, min(limit, max(MIN_SPREAD_ROWS, spread)))
 
     def _encode(
         self,

@@ -12,6 +12,7 @@ Modules, each importing only those listed before it:
 - ``plan``: the compiled form (``CompiledCopy``, its column plans and cached per-file queries);
 - ``expressions``: the expression compiler (one SELECT item -> DuckDB SQL over the raw table);
 - ``query``: the per-file query (three layers) and the input table it reads;
+- ``remote_calls``: the COPY's external-function calls, made before the query, as input columns;
 - ``connections``: the sandboxed DuckDB connections;
 - ``compiler``: ``compile_copy``;
 - ``file_copy``: ``apply_copy``, ``FileCopy``, ``failed_file`` and the ON_ERROR rules.

@@ -9,11 +9,13 @@ Parquet queries are bound per file, against its column types.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import duckdb
 import sqlglot
 from sqlglot.errors import SqlglotError
 
-from floe.catalog.models import Column, CopySpec, FileFormat, Table
+from floe.catalog.models import Column, CopySpec, ExternalFunction, FileFormat, Table
 from floe.errors import CompilationError, FileLoadError
 from floe.types import arrow_schema
 from pipeline.formats import check_csv_options
@@ -21,16 +23,28 @@ from pipeline.transform.connections import COMPILE_LOCK, compile_connection
 from pipeline.transform.dialect import ident, lit
 from pipeline.transform.expressions import ExprCompiler
 from pipeline.transform.messages import column_display, first_line
-from pipeline.transform.plan import PARQUET_ROW_COLUMN, ColumnPlan, CompiledCopy
+from pipeline.transform.plan import PARQUET_ROW_COLUMN, ColumnPlan, CompiledCopy, ExternalCall
 from pipeline.transform.query import empty_input, query_for
 
 
-def compile_copy(copy: CopySpec, table: Table, fmt_type: str | None = None) -> CompiledCopy:
-    """Compile a pipe's COPY for its target table. Raises CompilationError for what Floe cannot run."""
+def compile_copy(
+    copy: CopySpec,
+    table: Table,
+    fmt_type: str | None = None,
+    functions: Mapping[str, ExternalFunction] | None = None,
+) -> CompiledCopy:
+    """Compile a pipe's COPY for its target table. Raises CompilationError for what Floe cannot run.
+
+    ``functions``: the external functions the COPY calls, by call key (``copy.functions`` with each
+    signature looked up in the catalog); every one it names must be there."""
     fmt = copy.file_format
     kind = (fmt_type or fmt.type).upper()
     _check_format(kind, fmt)
-    planner = _Planner(copy, table, kind)
+    functions = functions or {}
+    missing = sorted(sig for key, sig in copy.functions.items() if key not in functions)
+    if missing:
+        raise CompilationError(f"external function {missing[0]} of the pipe is not available")
+    planner = _Planner(copy, table, kind, functions)
     plans = planner.plans()
     output = tuple(next(k for k, p in enumerate(plans) if p.column.name == c.name) for c in table.columns)
     compiled = CompiledCopy(
@@ -47,6 +61,7 @@ def compile_copy(copy: CopySpec, table: Table, fmt_type: str | None = None) -> C
         parquet_columns=tuple(planner.parquet_columns),
         parquet_row=planner.parquet_row,
         metadata=planner.metadata,
+        calls=tuple(planner.calls),
     )
     if kind in ("CSV", "JSON"):
         # The raw table's shape is known now: bind the query once, so mistakes fail CREATE PIPE.
@@ -111,8 +126,12 @@ def _json_key_sql(name: str, as_json: bool) -> str:
 class _Planner:
     """Builds the plans of one COPY, noting what they read from the raw table."""
 
-    def __init__(self, copy: CopySpec, table: Table, kind: str) -> None:
+    def __init__(
+        self, copy: CopySpec, table: Table, kind: str, functions: Mapping[str, ExternalFunction]
+    ) -> None:
         self.copy = copy
+        self.functions = functions
+        self.calls: list[ExternalCall] = []
         self.table = table
         self.kind = kind
         self.short = table.name.split(".")[-1].upper()
@@ -166,7 +185,7 @@ class _Planner:
             node = sqlglot.parse_one(item, read="snowflake")
         except SqlglotError as exc:
             raise CompilationError(f"syntax error in '{item}': {exc}") from exc
-        comp = ExprCompiler(self.kind, col, self.copy.file_format)
+        comp = ExprCompiler(self.kind, col, self.copy.file_format, self.functions, self.calls)
         pre, bare, lenient = comp.compile(node)
         self.parquet_columns += [c for c in comp.parquet_columns if c not in self.parquet_columns]
         self.parquet_row = self.parquet_row or comp.parquet_row
@@ -181,4 +200,5 @@ class _Planner:
             fields=tuple(comp.fields),
             json_text=comp.json_text,
             lenient=lenient,
+            calls=tuple(comp.call_indexes),
         )

@@ -10,16 +10,26 @@ TO_DATE, TO_NUMBER...) which get Snowflake's input rules (``conversion.nested_co
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from floe.catalog.models import Column, FileFormat
+from floe.catalog.calls import call_key, site_of
+from floe.catalog.models import Column, ExternalFunction, FileFormat
 from floe.errors import CompilationError
 from floe.types import parse_column_type
 from pipeline.transform.conversion import nested_conversion
 from pipeline.transform.dialect import DIALECT, FloeFragment, ident
-from pipeline.transform.plan import FILENAME_COLUMN, PARQUET_ROW_COLUMN, ROW_NUMBER_COLUMN, SCAN_TIME_COLUMN
+from pipeline.transform.plan import (
+    EXTERNAL_COLUMN_PREFIX,
+    FILENAME_COLUMN,
+    PARQUET_ROW_COLUMN,
+    ROW_NUMBER_COLUMN,
+    SCAN_TIME_COLUMN,
+    ExternalCall,
+)
 
 _METADATA = {
     "METADATA$FILENAME": ident(FILENAME_COLUMN),
@@ -161,10 +171,23 @@ def _consumes_json(node: exp.Expr) -> bool:
 class ExprCompiler:
     """Rewrites one Snowflake SELECT item into DuckDB SQL over the raw table, noting what it reads."""
 
-    def __init__(self, fmt_type: str, target: Column, fmt: FileFormat) -> None:
+    def __init__(
+        self,
+        fmt_type: str,
+        target: Column,
+        fmt: FileFormat,
+        functions: Mapping[str, ExternalFunction] | None = None,
+        calls: list[ExternalCall] | None = None,
+    ) -> None:
         self.fmt_type = fmt_type
         self.target = target
         self.fmt = fmt
+        self.functions = functions or {}
+        """The pipe's external functions by call key (CopySpec.functions, resolved)."""
+        self.calls = calls if calls is not None else []
+        """The COPY's external calls, shared by its items' compilers (each appends its own)."""
+        self.call_indexes: list[int] = []
+        """The calls this item makes."""
         self.fields: list[int] = []
         self.parquet_columns: list[str] = []
         self.parquet_row = False
@@ -210,6 +233,9 @@ class ExprCompiler:
     def _rewrite(self, node: exp.Expr, as_json: bool) -> exp.Expr:
         if isinstance(node, _FORBIDDEN):
             raise CompilationError(f"unsupported expression in a COPY transform: {node.sql('snowflake')}")
+        external = self._external(node)
+        if external is not None:
+            return external
         n = _param_number(node)
         if n is not None:
             return self._param(n, as_json)
@@ -226,6 +252,39 @@ class ExprCompiler:
         self._rewrite_children(node, _consumes_json(node))
         self._coerce_text_operands(node)
         return node
+
+    def _external(self, node: exp.Expr) -> exp.Expr | None:
+        """A call of one of the pipe's external functions: its arguments compiled and converted to
+        the parameters' types, and the input column its values will come back in."""
+        if not self.functions:
+            return None
+        if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Anonymous):
+            call = node.expression
+        elif isinstance(node, exp.Anonymous) and not (
+            isinstance(node.parent, exp.Dot) and node.parent.expression is node
+        ):
+            call = node
+        else:
+            return None
+        key = call_key(site_of(call).node)  # before the arguments are rewritten in place
+        fn = self.functions.get(key)
+        if fn is None:
+            return None
+        if len(call.expressions) != len(fn.args):
+            raise CompilationError(f"external function {fn.name} takes {len(fn.args)} argument(s)")
+        args = []
+        for arg, param in zip(call.expressions, fn.args, strict=True):
+            sql = self.sql(arg, param.type == "VARIANT")
+            converted = nested_conversion(sql, param.type, param.precision, param.scale, False)
+            # VARIANT travels as its JSON text; DuckDB's JSON type would reach Arrow as an extension.
+            args.append(f"CAST({converted} AS VARCHAR)" if param.type == "VARIANT" else converted)
+        index = len(self.calls)
+        column = f"{EXTERNAL_COLUMN_PREFIX}{index}"
+        self.calls.append(ExternalCall(column, key, tuple(args), tuple(fn.args), fn.returns))
+        self.call_indexes.append(index)
+        if fn.returns.type == "VARIANT":
+            self.json_text = True
+        return self._ph(ident(column))
 
     def _rewrite_children(self, node: exp.Expr, as_json: bool) -> None:
         for key, value in list(node.args.items()):

@@ -42,6 +42,7 @@ from pipeline.transform.messages import (
 )
 from pipeline.transform.plan import INPUT_VIEW, CompiledCopy, FileQuery
 from pipeline.transform.query import input_table, query_for, query_params, source_sql
+from pipeline.transform.remote_calls import CallErrors, RemoteCalls, add_call_values
 
 
 @dataclass
@@ -158,6 +159,7 @@ def apply_copy(
     *,
     filename: str,
     con: duckdb.DuckDBPyConnection | None = None,
+    remote: RemoteCalls | None = None,
 ) -> tuple[pa.Table, LoadOutcome]:
     """Transform one parsed file into rows of the target table and its load-history result.
 
@@ -165,9 +167,10 @@ def apply_copy(
     LoadOutcome. ``con``: a DuckDB connection owned by the calling thread, by default a per-thread
     ``new_connection()``. Pass a ``new_connection()`` too: it is the sandboxed one (a plain
     connection also works, set to UTC, but it can read files if an expression ever reached them).
-    Raises FileLoadError only for failures of the whole file.
+    ``remote``: how to call the external functions the COPY calls. Raises FileLoadError only for
+    failures of the whole file.
     """
-    copy = FileCopy(compiled, filename)
+    copy = FileCopy(compiled, filename, remote)
     rows = copy.add(raw, con)
     result = copy.result()
     if result.status == "LOAD_FAILED":
@@ -183,9 +186,10 @@ class FileCopy:
     early when the file can no longer load, so a streaming caller can stop writing its rows.
     """
 
-    def __init__(self, compiled: CompiledCopy, filename: str) -> None:
+    def __init__(self, compiled: CompiledCopy, filename: str, remote: RemoteCalls | None = None) -> None:
         self.compiled = compiled
         self.filename = filename
+        self.remote = remote
         self.rows_parsed = 0
         self.rows_good = 0
         self.errors = 0
@@ -224,7 +228,7 @@ class FileCopy:
     ) -> tuple[pa.Table, np.ndarray, _FirstError | None]:
         """Run the part's rows through DuckDB: the result, its error mask, and the part's first error
         (``first``, a parse error, unless a row error comes earlier)."""
-        run = _FileRun.start(self.compiled, raw, con, self.filename)
+        run = _FileRun.start(self.compiled, raw, con, self.filename, self.remote)
         bad = np.zeros(raw.num_rows, dtype=bool)
         if not run.query.status:
             return run.result, bad, first
@@ -278,21 +282,35 @@ class _FileRun:
     source: str
     query: FileQuery
     result: pa.Table
+    call_errors: CallErrors
 
     @classmethod
     def start(
-        cls, compiled: CompiledCopy, raw: RawFile, con: duckdb.DuckDBPyConnection, filename: str
+        cls,
+        compiled: CompiledCopy,
+        raw: RawFile,
+        con: duckdb.DuckDBPyConnection,
+        filename: str,
+        remote: RemoteCalls | None = None,
     ) -> _FileRun:
-        """Run the main query."""
+        """Make the external calls, then run the main query."""
         inp, row_sql = input_table(compiled, raw)
         values = query_params(compiled, filename, dt.datetime.now(dt.UTC).isoformat())
+        source = source_sql(compiled, row_sql)
+        try:
+            # A part's first row number tells its calls from the other parts' in the batch ids.
+            inp, call_errors = add_call_values(
+                compiled, inp, source, values, con, remote, f"{filename}@{raw.row_offset}"
+            )
+        except duckdb.Error as exc:
+            raise FileLoadError(f"Transform failed: {first_line(str(exc))}", file=filename) from exc
         try:
             # Parquet queries are bound here, against the file's own column types.
             query = query_for(compiled, inp, con, row_sql)
             result = _run(con, query.sql, inp, values)
         except duckdb.Error as exc:
             raise FileLoadError(f"Transform failed: {first_line(str(exc))}", file=filename) from exc
-        return cls(compiled, raw, con, filename, values, inp, source_sql(compiled, row_sql), query, result)
+        return cls(compiled, raw, con, filename, values, inp, source, query, result, call_errors)
 
     def sql(self, expr: str, alias: str = "x") -> str:
         """A query evaluating one expression over the file's rows (run with ``self.params``)."""
@@ -306,6 +324,12 @@ class _FileRun:
         """
         n = self.result.num_rows
         statuses = self._statuses()
+        for k, plan in enumerate(self.compiled.plans):
+            failed = self.call_errors.rows(plan.calls)
+            if failed:
+                # The call's NULL may have converted cleanly: the row is an error all the same.
+                status = statuses.setdefault(k, np.zeros(n, dtype=np.uint8))
+                status[failed] = 3
         bad = np.zeros(n, dtype=bool)
         for s in statuses.values():
             bad |= s != 0
@@ -359,7 +383,11 @@ class _FileRun:
         compiled, raw = self.compiled, self.raw
         plan = compiled.plans[plan_index]
         line = int(raw.line_numbers[row].as_py())
-        code, message = self._message(plan_index, status, self.inp.slice(row, 1))
+        failed = self.call_errors.of(plan.calls, row)
+        if failed is not None:
+            code, message = CODE_OTHER, failed
+        else:
+            code, message = self._message(plan_index, status, self.inp.slice(row, 1))
         character = 1
         if compiled.format == "CSV" and raw.data:
             character = field_character(raw, line, plan.fields[0] if plan.fields else 1)

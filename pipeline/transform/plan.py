@@ -22,6 +22,26 @@ ROW_NUMBER_COLUMN = "__floe_rn"
 FILENAME_COLUMN = "__floe_filename"
 SCAN_TIME_COLUMN = "__floe_scan_time"
 PARQUET_ROW_COLUMN = "__floe_row"
+EXTERNAL_COLUMN_PREFIX = "__floe_ef_"
+"""Input columns holding the values of the COPY's external-function calls (``ExternalCall``)."""
+
+
+@dataclass(frozen=True)
+class ExternalCall:
+    """One external-function call of a COPY: its arguments are computed over the file's rows first,
+    sent to the remote service in batches, and its values added to the input as ``column``, which
+    the column plans read where the call was."""
+
+    column: str
+    """The input column of its values."""
+    key: str
+    """The call as written (``floe.catalog.calls.call_key``): the pipe's CopySpec.functions key."""
+    args: tuple[str, ...]
+    """DuckDB SQL of each argument over the query's source, converted to its parameter's type."""
+    params: tuple[Column, ...]
+    """The parameters' types."""
+    returns: Column
+    """The return type."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +66,9 @@ class ColumnPlan:
     """pre is JSON text (a JSON document or a JSON path value)."""
     lenient: bool = False
     """The expression is a top-level TRY_CAST / TRY_TO_*: a failed conversion is NULL, not an error."""
+    calls: tuple[int, ...] = ()
+    """The external calls (indexes into CompiledCopy.calls) the expression makes: a row whose
+    call failed is an error of this column."""
 
 
 @dataclass(frozen=True)
@@ -92,5 +115,7 @@ class CompiledCopy:
     """Parquet: some expression reads the whole row ($1)."""
     metadata: bool = False
     """Some expression reads METADATA$FILENAME or METADATA$START_SCAN_TIME (query parameters)."""
+    calls: tuple[ExternalCall, ...] = ()
+    """External-function calls, in the order they are made (a call in another's arguments first)."""
     queries: dict[str, FileQuery] = field(default_factory=dict, compare=False, repr=False)
     """Per-process cache of per-file SQL, keyed by input schema."""

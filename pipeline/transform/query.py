@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from floe.catalog.models import FileFormat
-from floe.types import duckdb_type
+from floe.types import arrow_type, duckdb_type
 from pipeline.formats import RawFile
 from pipeline.transform.conversion import final_conversion
 from pipeline.transform.dialect import ident
@@ -53,6 +53,8 @@ def empty_input(compiled: CompiledCopy) -> pa.Table:
     else:
         cols = {"c1": pa.array([], pa.string())}
     cols[ROW_NUMBER_COLUMN] = pa.array([], pa.int64())
+    for call in compiled.calls:
+        cols[call.column] = pa.array([], arrow_type(call.returns))
     return pa.table(cols)
 
 

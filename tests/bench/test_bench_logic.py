@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import io
+import json
 import zlib
 from decimal import Decimal
 from pathlib import Path
@@ -17,11 +18,24 @@ import pyarrow.json as pajson
 import pytest
 
 from bench.dataset import CSV_COLUMNS, csv_text, ensure_dataset, target_schema
-from bench.harness import isolated_settings
+from bench.echo_service import Counters, create_app
+from bench.external import (
+    FUNCTION,
+    as_int,
+    baseline_query,
+    expected_sum,
+    external_rows,
+    function_query,
+    function_sql,
+    integration_sql,
+    summarize,
+    with_query_timeout,
+)
+from bench.harness import BenchError, isolated_settings
 from bench.latency import percentile, summary
 from bench.memory import parse_kib, parse_stat_session
 from bench.notifications import s3_event
-from bench.report import STREAM_CHANNEL_KEYS, evaluate, missing_figures, ratios, table_rows
+from bench.report import EXTERNAL_RATIO, STREAM_CHANNEL_KEYS, evaluate, missing_figures, ratios, table_rows
 from bench.run import PARTS, build_parser, parse_parts, resolve
 from bench.streaming import (
     CHANNEL_COUNTS,
@@ -37,10 +51,12 @@ from bench.streaming import (
     stream_table,
     to_table_schema,
 )
+from floe.catalog.ddl import CreateApiIntegration, CreateExternalFunction, parse
 from floe.settings import Settings
 from floe.streaming.rows import parse_rows
 from floe.types import arrow_schema
 from services.notifications import parse_message
+from tests.asgi import AppClient
 
 pytestmark = pytest.mark.unit
 
@@ -258,3 +274,127 @@ def test_streaming_ratios_targets_and_rows() -> None:
     assert "figures.streaming.throughput.8_channels.rows_per_s" in missing
     assert "ratios.streaming_1_channel_over_limit" in missing
     assert "figures.streaming.latency.append_to_committed.p99_s" in missing
+
+
+def test_external_statements_parse_and_allow_the_service() -> None:
+    base = "http://127.0.0.1:8123/"
+    integration = parse(integration_sql(base))
+    assert isinstance(integration, CreateApiIntegration)
+    assert integration.allowed_prefixes == [base] and integration.enabled
+    function = parse(function_sql(base))
+    assert isinstance(function, CreateExternalFunction)
+    assert function.volatility == "VOLATILE"  # every row is sent: nothing deduplicated or cached
+    assert function.url == f"{base}echo" and function.integration == integration.name
+    assert [(c.type, c.scale) for c in function.args] == [("NUMBER", 0)]
+    assert FUNCTION in function_query("t") and FUNCTION not in baseline_query("t")
+
+
+def test_external_rows_sum_and_answer_parsing() -> None:
+    rows = external_rows(10, 5)
+    assert [r["id"] for r in rows] == list(range(10, 15)) and set(rows[0]) == {"id", "kind"}
+    assert expected_sum(1_000_000) == sum(range(1_000_000))
+    assert expected_sum(1) == 0
+    assert as_int(499999500000) == as_int("499999500000") == as_int(Decimal("499999500000.000"))
+    with pytest.raises(BenchError):
+        as_int("12.5")
+    with pytest.raises(BenchError):
+        as_int("twelve")
+
+
+def test_external_query_timeout_survives_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = with_query_timeout(isolated_settings(Settings(), tmp_path / "run"), 600.0)
+    assert mine.query.timeout_s == 600.0
+    assert with_query_timeout(mine, 10.0).query.timeout_s == 600.0  # never lowered
+    monkeypatch.setenv("FLOE_QUERY__TIMEOUT_S", mine.child_env()["FLOE_QUERY__TIMEOUT_S"])
+    assert Settings().query.timeout_s == 600.0
+
+
+def test_external_parts_and_sizes() -> None:
+    assert "external" in parse_parts("all") and parse_parts("external") == {"external"}
+    smoke = resolve(build_parser().parse_args(["--smoke"]))
+    full = resolve(build_parser().parse_args(["--external-rows", "5000"]))
+    assert (smoke.external_rows, full.external_rows, full.external_repeats) == (20_000, 5000, 3)
+    assert resolve(build_parser().parse_args([])).external_rows == 1_000_000
+
+
+def _echo_request(rows: list[list[Any]], batch: str) -> tuple[bytes, dict[str, str]]:
+    headers = {
+        "sf-external-function-format": "json",
+        "sf-external-function-format-version": "1.0",
+        "sf-external-function-query-batch-id": batch,
+        "content-type": "application/json",
+    }
+    return json.dumps({"data": rows}).encode(), headers
+
+
+def test_echo_service_echoes_and_counts() -> None:
+    with AppClient(create_app()) as client:
+        body, headers = _echo_request([[0, 5], [1, None], [2, 12345678901234567890123]], "b1")
+        answer = client.post("/echo", content=body, headers=headers)
+        assert answer.status_code == 200
+        assert answer.json() == {"data": [[0, 5], [1, None], [2, 12345678901234567890123]]}
+        client.post("/echo", content=body, headers=headers)  # a retry: same batch id
+        body, headers = _echo_request([[0, 7]], "b2")
+        client.post("/echo", content=body, headers=headers)
+        stats = client.get("/stats").json()
+        assert stats == {"requests": 3, "batches": 2, "rows": 7, "in_flight": 0, "max_in_flight": 1}
+        bad = client.post("/echo", content=b"{}", headers={"content-type": "application/json"})
+        assert bad.status_code == 400
+        assert client.post("/stats/reset").json()["requests"] == 0
+        assert client.get("/stats").json() == {
+            "requests": 0,
+            "batches": 0,
+            "rows": 0,
+            "in_flight": 0,
+            "max_in_flight": 0,
+        }
+
+
+def test_echo_counters_track_the_most_requests_in_flight() -> None:
+    c = Counters()
+    c.begin()
+    c.begin()
+    c.end()
+    c.begin()
+    c.begin()
+    assert (c.requests, c.in_flight, c.max_in_flight) == (4, 3, 3)
+    c.reset()
+    assert (c.requests, c.max_in_flight) == (0, 3)  # the three still in flight stay counted
+    for _ in range(3):
+        c.end()
+    assert c.snapshot()["in_flight"] == 0
+
+
+def _ef_run(seconds: float, batches: int = 0, in_flight: int = 0, api_cpu: float = 1.0) -> dict[str, Any]:
+    run: dict[str, Any] = {"seconds": seconds, "cpu_s": {"api": api_cpu, "service": 0.5}}
+    if batches:
+        run.update(requests=batches, batches=batches, rows_sent=1000, max_in_flight=in_flight)
+    return run
+
+
+def test_external_summary_ratio_missing_and_rows() -> None:
+    baseline = [_ef_run(0.01), _ef_run(0.02), _ef_run(0.04)]
+    function = [_ef_run(1.0, 8, 8), _ef_run(2.0, 8, 16, 3.0), _ef_run(0.5, 8, 12)]
+    ext = summarize(1000, baseline, function)
+    assert ext["baseline"]["rows_per_s"] == pytest.approx(50_000.0)
+    fn = ext["function"]
+    assert fn["rows_per_s"] == pytest.approx(1000.0)
+    assert fn["rows_per_s_spread"] == {"median": 1000.0, "min": 500.0, "max": 2000.0}
+    assert fn["batches_per_s"] == pytest.approx(8.0) and fn["rows_per_batch"] == pytest.approx(125.0)
+    assert (fn["max_concurrency"], fn["max_concurrency_per_run"], fn["retries"]) == (16, [8, 16, 12], 0)
+    assert fn["cpu_s"] == {"api": 1.0, "service": 0.5} and fn["api_cpu_us_per_row"] == 1000.0
+    with pytest.raises(ValueError):
+        summarize(1000, [], function)
+    fn["runs"] = function
+    r = _result(external=ext)
+    assert r["ratios"][EXTERNAL_RATIO] == pytest.approx(0.02)
+    assert missing_figures(r, {"external"}, []) == []
+    assert "figures.external.function.max_concurrency" in missing_figures(_result(), {"external"}, [])
+    rows = table_rows(r, "1_per_s")
+    labels = [row[0] for row in rows]
+    assert labels[0].startswith("External function") and "  function / baseline" in labels
+    assert rows[0][1] == "1,000 rows/s" and "median of 3" in rows[0][2]
+    assert all(row[3] == "" for row in rows)  # issue 14 sets no target
+    assert not any(key.startswith("external") for key in evaluate(r, "1_per_s"))

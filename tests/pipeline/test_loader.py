@@ -126,6 +126,10 @@ class FakeWorker:
             raise RuntimeError("a bug Floe did not foresee")
         return compile_copy(pipe.copy_spec, table, pipe.copy_spec.file_format.type)
 
+    def remote_for(self, pipe: Pipe) -> None:
+        """These pipes call no external function (tests/pipeline/transform/test_remote_calls.py)."""
+        return None
+
 
 def put(root: Path, name: str, data: bytes) -> None:
     path = root / "bucket" / "in" / name

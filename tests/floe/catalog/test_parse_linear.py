@@ -208,12 +208,12 @@ CASES: dict[str, Callable[[int], str]] = {
 
 
 def _seconds(statement: str, run: Callable[[str], object] = parse) -> float:
-    """Best of a few runs of ``run`` (parse()) on ``statement`` (an error is a normal answer here).
+    """Best of up to 3 runs of ``run`` (parse()) on ``statement`` (an error is a normal answer here).
     The collector is off while timing: sqlglot makes an object per token, and a collection landing
     in one run but not the other would swamp the ratio."""
     best = float("inf")
     spent = 0.0
-    for _ in range(5):
+    for _ in range(3):
         gc.collect()
         gc.disable()
         try:
@@ -224,7 +224,7 @@ def _seconds(statement: str, run: Callable[[str], object] = parse) -> float:
         finally:
             gc.enable()
         best, spent = min(best, took), spent + took
-        if spent > 0.5:
+        if spent > 0.25:
             break
     return best
 

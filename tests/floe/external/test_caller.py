@@ -484,3 +484,23 @@ def test_closing_the_caller_stops_a_call_that_is_retrying(serve: Serve) -> None:
     assert "not sent: the call was stopped" in outcome.errors[0].as_py()
     with pytest.raises(RuntimeError, match="closed"):
         closing.call(fn, strings("a"), CTX)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("rows", "max_batch_rows", "expected"),
+    [
+        (2048, None, 256),  # a query's vector: spread over the 8 requests allowed at once
+        (100, None, 128),  # never below MIN_SPREAD_ROWS: one batch
+        (100_000, None, 1000),  # the setting caps it
+        (2048, 100, 100),  # and MAX_BATCH_ROWS caps it
+        (2048, 1, 1),
+    ],
+)
+def test_batches_spread_a_call_over_the_concurrent_requests(
+    rows: int, max_batch_rows: int | None, expected: int
+) -> None:
+    settings = FAST.model_copy(update={"max_concurrency": 8, "max_batch_rows": 1000})
+    fn = remote_function("http://127.0.0.1:9/f", max_batch_rows=max_batch_rows)
+    with FunctionCaller(settings) as caller:
+        assert caller._batch_rows(fn, rows) == expected
