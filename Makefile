@@ -93,7 +93,7 @@ test: deps lint ## lint, every test but the volume ones, then a smoke run of the
 	@record="$(STATE_DIR)/run/test-services.txt"; \
 	$(STACK) services-up --record "$$record" || exit $$?; \
 	trap '$(STACK) services-down --recorded "$$record"' EXIT; trap 'exit 130' INT TERM; \
-	$(VENV)/bin/pytest -m "not volume" tests && $(PY) -m bench.run --smoke
+	$(VENV)/bin/pytest -m "not volume" --durations=15 tests && $(PY) -m bench.run --smoke
 
 chaos: deps ## run the fault-injection tests (kills and restarts) and the volume tests (-rP: their printed figures)
 	@record="$(STATE_DIR)/run/chaos-services.txt"; \
