@@ -42,12 +42,12 @@ from bench.harness import (
     BenchError,
     FloeStack,
     SqlClient,
-    free_port,
     kill_session,
     unique,
     wait_for,
 )
 from bench.streaming import APPEND_ROWS, CpuMeter, balanced_channels, open_client, slices, spread
+from floe.runtime import free_port
 from floe.settings import Settings
 
 EXTERNAL_COLUMNS_SQL = "(ID INT, KIND VARCHAR)"

@@ -14,7 +14,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ from rich.console import Console
 from bench.memory import session_members
 from floe.aws import AWS_ERRORS
 from floe.aws import client as aws_client
+from floe.runtime import free_port
 from floe.settings import Settings
 from floe.tls import api_base_url, client_ssl_context
 from front.client import auth_header, records, run_sql
@@ -54,13 +54,6 @@ class BenchError(RuntimeError):
 def unique(prefix: str) -> str:
     """A random lower-case name, valid as an S3 bucket, SQS queue, Redis prefix or SQL identifier."""
     return f"{prefix}{uuid.uuid4().hex[:10]}"
-
-
-def free_port() -> int:
-    """A free TCP port on loopback."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def isolated_settings(base: Settings, run_dir: Path) -> Settings:

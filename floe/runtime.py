@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -53,6 +54,13 @@ def private_files() -> None:
     covered without each writer having to care.
     """
     os.umask(OWNER_ONLY_UMASK)
+
+
+def free_port() -> int:
+    """A free TCP port on loopback."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def private_dir(path: str | Path) -> Path:

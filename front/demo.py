@@ -5,7 +5,6 @@ Streaming channel, and a query calling an external function."""
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 from floe.aws import client as aws_client
+from floe.runtime import free_port
 from floe.settings import Settings
 from floe.streaming.transport import StreamingError
 from front.client import SqlFailed, records, run_sql
@@ -53,16 +53,10 @@ def statements(service_url: str) -> list[str]:
     ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def example_service(timeout: float = 30.0) -> Iterator[str]:
     """Run examples/remote_service on 127.0.0.1 for the length of the block; yields its URL."""
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
         [

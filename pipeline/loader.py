@@ -88,6 +88,7 @@ class _Worker:
         self.batch = ctx
         """The micro-batch being loaded (its pipes' external functions)."""
         self._caller: FunctionCaller | None = None
+        self._remote: dict[str, tuple[tuple[str, int, str], RemoteCalls]] = {}
         self.faults = Faults(self.settings.faults)
         self.pool = ThreadPoolExecutor(max(1, self.settings.pipeline.prefetch_files), "floe-fetch")
         self._s3: Any = None
@@ -127,6 +128,11 @@ class _Worker:
         entries = self.batch.functions.get(pipe.id)
         if not entries:
             return None
+        # Built once per pipe and micro-batch, not per file (a replay may ship other definitions).
+        batch = (self.batch.query_id, self.batch.batch_id, json.dumps(entries, sort_keys=True))
+        hit = self._remote.get(pipe.id)
+        if hit is not None and hit[0] == batch:
+            return hit[1]
         functions = {}
         for k, e in entries.items():
             doc = json.loads(e)
@@ -149,7 +155,9 @@ class _Worker:
         )
         # One id per pipe and micro-batch: a replay of the batch sends the same one.
         query_id = f"{self.batch.query_id}-{self.batch.batch_id}-{pipe.id}"
-        return RemoteCalls(self._caller, functions, query_id, context)
+        remote = RemoteCalls(self._caller, functions, query_id, context)
+        self._remote[pipe.id] = (batch, remote)
+        return remote
 
 
 _WORKER: _Worker | None = None

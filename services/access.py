@@ -16,7 +16,7 @@ not leak; one it can see but not act on gets Snowflake's 003001 "Insufficient pr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from floe.catalog import (
@@ -205,27 +205,45 @@ def allowed(catalog: Catalog, principal: Principal, *needs: Need) -> bool:
     return True
 
 
-def resolve_function(
-    catalog: Catalog, principal: Principal, name_parts: Sequence[str], arg_count: int, defaults: Defaults
-) -> list[ExternalFunction]:
-    """The overloads of a function name, with ``arg_count`` arguments, that the principal may call:
-    USAGE or OWNERSHIP on the function, and USAGE on its database and schema (``authorize``'s rule).
-    ``name_parts`` are one to three identifiers as the catalog spells them (upper-cased unless they
-    were quoted); a shorter name is completed with the defaults'. Sorted by signature; empty when
-    the principal may call none, whether or not any exists (the caller says "does not exist or not
-    authorized"). A query picks among them by its arguments' types."""
+Check = Callable[[Need], None]
+"""One principal's ``authorize``, as the query engine gets it: raises unless the need is met."""
+
+
+def passes(check: Check, need: Need) -> bool:
+    """Whether ``check`` lets ``need`` through (refused or unknown: False)."""
+    try:
+        check(need)
+    except (ObjectNotFound, PermissionDenied):
+        return False
+    return True
+
+
+def function_name(name_parts: Sequence[str], defaults: Defaults) -> str | None:
+    """DB.SCHEMA.F for a call's one to three name parts, completed with the defaults; None for
+    more parts than a function name has."""
     parts = list(name_parts)
     if not 1 <= len(parts) <= 3:
-        return []
+        return None
     while len(parts) < 3:
         parts.insert(0, defaults.schema if len(parts) == 1 else defaults.database)
-    base = ".".join(parts)
+    return ".".join(parts)
+
+
+def resolve_function(
+    catalog: Catalog, check: Check, name_parts: Sequence[str], arg_count: int | None, defaults: Defaults
+) -> list[ExternalFunction]:
+    """The overloads of a function name, with ``arg_count`` arguments (None: any), that ``check``'s
+    principal may call: USAGE or OWNERSHIP on the function, and USAGE on its database and schema
+    (``authorize``'s rule). ``name_parts`` are one to three identifiers as the catalog spells them
+    (upper-cased unless they were quoted). Sorted by signature; empty when the principal may call
+    none, whether or not any exists (the caller says "does not exist or not authorized")."""
+    base = function_name(name_parts, defaults)
     return [
         fn
         for signature, fn in sorted(catalog.all(ExternalFunction).items())
         if fn.function_name == base
-        and len(fn.args) == arg_count
-        and allowed(catalog, principal, Need("FUNCTION", signature, ("USAGE", "OWNERSHIP")))
+        and (arg_count is None or len(fn.args) == arg_count)
+        and passes(check, Need("FUNCTION", signature, ("USAGE", "OWNERSHIP")))
     ]
 
 

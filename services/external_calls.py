@@ -32,14 +32,12 @@ from sqlglot.errors import SqlglotError
 
 from floe.catalog import ApiIntegration, Catalog, Column, ExternalFunction
 from floe.catalog.calls import call_sites
-from floe.catalog.names import Defaults, Name
-from floe.errors import CompilationError, ObjectNotFound, PermissionDenied, SqlError
+from floe.catalog.names import Defaults
+from floe.errors import CompilationError, SqlError
 from floe.external import CallContext, ExternalFunctionError, FunctionCaller, RemoteFunction
 from floe.types import duckdb_type, parse_column_type
-from services.access import Need
+from services.access import Check, function_name, resolve_function
 from services.functions import ALLOWED_NAMES, unknown_function
-
-Check = Callable[[Need], None]
 
 UDF_PREFIX = "__floe_ef_"
 """Names the query's external calls get in DuckDB; a user cannot call them (the allow-list)."""
@@ -150,15 +148,12 @@ def resolve_call(
     catalog: Catalog, defaults: Defaults, check: Check, parts: tuple[str, ...], args: list[exp.Expr]
 ) -> ExternalFunction:
     """The external function a call names, as Snowflake resolves it for the caller (``check``):
-    the overloads of the qualified name the caller holds USAGE (or OWNERSHIP) on, by argument
+    the overloads of the qualified name the caller may use (``resolve_function``), by argument
     count, then by the arguments' explicit casts. CompilationError when none fits."""
-    full = str(_qualified(list(parts), defaults))
-    short = full.split(".")[-1]
-    usable = [
-        fn
-        for fn in catalog.all(ExternalFunction).values()
-        if fn.function_name == full and _passes(check, Need("FUNCTION", fn.name, ("USAGE",)))
-    ]
+    short = parts[-1]
+    if function_name(parts, defaults) is None:
+        raise CompilationError(f"invalid function name {'.'.join(parts)}")
+    usable = resolve_function(catalog, check, parts, None, defaults)
     if not usable:
         raise unknown_function(short)
     fitting = [fn for fn in usable if len(fn.args) == len(args)]
@@ -196,21 +191,10 @@ def pipe_functions(catalog: Catalog, defaults: Defaults, check: Check, items: li
         except SqlglotError:
             continue  # the COPY compiler reports it, with its position
         for site in call_sites(tree):
-            if str(_qualified(list(site.parts), defaults)) not in names:
+            if function_name(site.parts, defaults) not in names:
                 continue
             found[site.key] = resolve_call(catalog, defaults, check, site.parts, site.call.expressions).name
     return found
-
-
-def _qualified(parts: list[str], defaults: Defaults) -> Name:
-    if len(parts) > 3:
-        raise CompilationError(f"invalid function name {'.'.join(parts)}")
-    db, schema = defaults.database, defaults.schema
-    if len(parts) == 3:
-        db, schema = parts[0], parts[1]
-    elif len(parts) == 2:
-        schema = parts[0]
-    return Name(db, schema, parts[-1])
 
 
 def _cast(arg: exp.Expr, col: Column) -> exp.Expr:
@@ -230,11 +214,3 @@ def _cast_type(arg: exp.Expr) -> str | None:
         except CompilationError:
             return None
     return None
-
-
-def _passes(check: Check, need: Need) -> bool:
-    try:
-        check(need)
-    except (ObjectNotFound, PermissionDenied):
-        return False
-    return True

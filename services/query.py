@@ -42,7 +42,7 @@ from floe.keys import Keys
 from floe.records import QueueEntry
 from floe.settings import Settings
 from floe.types import arrow_schema, parse_column_type
-from services.access import Need
+from services.access import Check, Need, passes
 from services.external_calls import ExternalCalls
 from services.functions import check_functions, function_name
 
@@ -101,7 +101,6 @@ class BlobCache:
 
 Predicate = tuple[str, str, Any]
 
-Check = Callable[[Need], None]
 """Authorizes one need of a query for its caller, or raises ObjectNotFound / PermissionDenied."""
 """(column, op, value): a WHERE conjunct that a blob's min/max can refute. ``value`` is already of the
 type DuckDB compares the column in (see ``_literal``), and ``may_match`` reads the statistics as that."""
@@ -755,7 +754,7 @@ class QueryEngine:
             pipes = {
                 p.name
                 for p in (self.catalog.pipes_for_table(found) if found is not None else [])
-                if _passes(check, Need("PIPE", p.name, ("MONITOR", "OWNERSHIP")))
+                if passes(check, Need("PIPE", p.name, ("MONITOR", "OWNERSHIP")))
             }
             if not pipes:
                 raise
@@ -923,14 +922,6 @@ class QueryEngine:
             else:
                 named.append(exp.alias_(proj, proj.sql("snowflake").upper(), quoted=True))
         query.set("expressions", named)
-
-
-def _passes(check: Check, need: Need) -> bool:
-    try:
-        check(need)
-    except (ObjectNotFound, PermissionDenied):
-        return False
-    return True
 
 
 def _duck_message(exc: Exception) -> str:

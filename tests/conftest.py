@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 import redis
 
-from bench.harness import free_port, unique
+from bench.harness import unique
 from floe.aws import client as aws_client
+from floe.runtime import free_port
 from floe.settings import Settings
 from front.client import records, run_sql
 

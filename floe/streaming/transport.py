@@ -18,7 +18,6 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
@@ -438,13 +437,6 @@ class Batch:
     start: str | None
     end: str | None
     appended_at: float
-
-    @classmethod
-    def of_lines(
-        cls, seq: int, lines: Sequence[bytes], start: str | None, end: str | None, appended_at: float
-    ) -> Batch:
-        """A batch of the given lines (each ending in a newline)."""
-        return cls(seq, b"".join(lines), list(accumulate(map(len, lines))), start, end, appended_at)
 
     @property
     def rows(self) -> int:

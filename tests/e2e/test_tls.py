@@ -22,7 +22,8 @@ import pytest
 import requests
 from snowflake.ingest import SimpleIngestManager, StagedFile
 
-from bench.harness import free_port, unique
+from bench.harness import unique
+from floe.runtime import free_port
 from floe.settings import Settings
 from floe.tls import CA_CERT, CA_KEY, SERVER_CERT, SERVER_KEY, api_base_url, ensure_local_ca, tls_dir
 from front.client import StatementRejected, run_sql

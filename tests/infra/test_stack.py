@@ -17,7 +17,7 @@ import boto3
 import pytest
 import redis
 
-from bench.harness import free_port
+from floe.runtime import free_port
 from floe.settings import Settings
 from infra import stack
 

@@ -16,7 +16,8 @@ import pytest
 import redis
 from pydantic import SecretStr
 
-from bench.harness import free_port, unique
+from bench.harness import unique
+from floe.runtime import free_port
 from floe.settings import RedisSettings, Settings
 from infra import stack
 from tests.conftest import Stack

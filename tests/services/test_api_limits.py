@@ -22,8 +22,8 @@ import redis
 import uvicorn
 from starlette.types import ASGIApp
 
-from bench.harness import free_port
 from floe.keypair import new_private_key
+from floe.runtime import free_port
 from floe.settings import Settings
 from services.answers import METADATA_STORE_DOWN
 from services.api import MAX_HEAD_BYTES, bounded_httptools

@@ -3,7 +3,7 @@ through the real query engine (DuckDB) and a real HTTP server on 127.0.0.1."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from starlette.requests import Request
@@ -74,9 +74,6 @@ def define(
     )
     ex.catalog.put(fn)
     return fn
-
-
-Query = Callable[[str], list[list[object]]]
 
 
 def rows(ex: SqlExecutor, sql: str, principal: Principal = ADMIN) -> list[list[object]]:

@@ -446,7 +446,8 @@ def test_resolve_function_returns_the_overloads_the_principal_may_call(ex: SqlEx
     catalog = ex.catalog
 
     def names(parts: list[str], count: int, who: Principal = caller) -> list[str]:
-        return [f.name for f in resolve_function(catalog, who, parts, count, defaults)]
+        check = ex._check(who)
+        return [f.name for f in resolve_function(catalog, check, parts, count, defaults)]
 
     assert names(["F"], 1, ADMIN) == ["FLOE.FX.F(NUMBER)", "FLOE.FX.F(VARCHAR)"]
     assert names(["FX", "F"], 2, ADMIN) == ["FLOE.FX.F(NUMBER, NUMBER)"]

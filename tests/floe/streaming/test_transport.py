@@ -11,6 +11,7 @@ import threading
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 from unittest import mock
 from urllib.parse import parse_qs, unquote
@@ -578,8 +579,13 @@ def test_bodies_decode_with_the_servers_decoder(name: str) -> None:
     assert decode_body(codec.compress(data), codec.content_encoding) == data
 
 
+def of_lines(seq: int, lines: list[bytes], start: str | None, end: str | None) -> Batch:
+    """A batch of these NDJSON lines (each ending in a newline), as append_rows buffers them."""
+    return Batch(seq, b"".join(lines), list(accumulate(map(len, lines))), start, end, 0.0)
+
+
 def _batch(seq: int, lines: list[bytes], start: str | None, end: str | None) -> Batch:
-    return Batch.of_lines(seq, lines, start, end, 0.0)
+    return of_lines(seq, lines, start, end)
 
 
 def test_merged_batches_send_the_first_start_and_the_last_end_token() -> None:
@@ -654,7 +660,7 @@ def test_planned_requests_carry_every_row_once_in_order_within_the_cap(
     made: list[Batch] = []
     for seq, (lengths, start, end) in enumerate(batches, start=1):
         lines = [bytes(rnd.choices(b"abcdefghijklmnopqrstuvwxyz", k=n - 1)) + b"\n" for n in lengths]
-        made.append(Batch.of_lines(seq, lines, start and f"{start}{seq}", end and f"{end}{seq}", 0.0))
+        made.append(of_lines(seq, lines, start and f"{start}{seq}", end and f"{end}{seq}"))
     planner = Planner(Codec(codec))
     planner.ratio = ratio
     cap = 4096

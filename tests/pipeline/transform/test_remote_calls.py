@@ -12,7 +12,7 @@ import sqlglot
 from starlette.requests import Request
 from starlette.responses import Response
 
-from floe.catalog.calls import call_key
+from floe.catalog.calls import call_sites
 from floe.catalog.models import (
     ApiIntegration,
     Column,
@@ -94,9 +94,9 @@ def load(
     and load ``data`` through it."""
     keys: dict[str, tuple[ExternalFunction, ApiIntegration]] = {}
     for item in select:
-        for node in sqlglot.parse_one(item, read="snowflake").find_all(sqlglot.exp.Anonymous):
-            if node.name.upper() in fns:
-                keys[call_key(node)] = fns[node.name.upper()]
+        for site in call_sites(sqlglot.parse_one(item, read="snowflake")):
+            if site.parts[-1] in fns:
+                keys[site.key] = fns[site.parts[-1]]
     copy = CopySpec(
         table=TABLE.name,
         stage="DB.PUBLIC.ST",
