@@ -87,6 +87,11 @@ class Keys:
         """Glob over every key of one pipe (for DROP PIPE)."""
         return f"{self._pipe(pipe_id)}:*"
 
+    # -- external functions --------------------------------------------------------------------
+    def breakers(self) -> str:
+        """Hash of remote services whose circuit breaker is not closed -> their last trip (JSON)."""
+        return f"{self.prefix}:{{breakers}}"
+
     # -- processes -----------------------------------------------------------------------------
     def heartbeat(self, component: str) -> str:
         """Hash of live processes of a component -> last heartbeat (ms)."""

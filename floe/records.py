@@ -21,9 +21,9 @@ import pyarrow as pa
 from floe.blobs import BlobMeta
 from floe.history import FileState
 
-Origin = Literal["notification", "rest", "replace"]
-"""How a file reached its queue: an S3 event notification (through SQS), an insertFiles call, or
-the queue of the pipe incarnation a CREATE OR REPLACE retired."""
+Origin = Literal["notification", "rest", "replace", "refresh"]
+"""How a file reached its queue: an S3 event notification (through SQS), an insertFiles call, the
+queue of the pipe incarnation a CREATE OR REPLACE retired, or ALTER PIPE ... REFRESH."""
 
 LoadStatus = Literal["LOADED", "PARTIALLY_LOADED", "LOAD_FAILED"]
 """The terminal statuses of a file's load (history's LOAD_IN_PROGRESS is never an outcome)."""

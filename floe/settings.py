@@ -258,7 +258,16 @@ class ExternalFunctionSettings(_Section):
     request_timeout_s: float = 30.0
     """Seconds one HTTP attempt may take: to connect, to send, and to receive the whole answer."""
     retry_timeout_s: float = 60.0
-    """Seconds one batch may spend retrying transport errors, 429 and 5xx answers before it fails."""
+    """Seconds one batch of a query may spend retrying transport errors, 429 and 5xx answers before
+    it fails."""
+    pipe_retry_timeout_s: float = 10.0
+    """Seconds one batch of a pipe's load may take, its attempts and retries included: a micro-batch
+    holds every pipe's files while one waits, so this is kept shorter than retry_timeout_s."""
+    breaker_cooldown_s: float = 30.0
+    """After a batch fails for want of an answer, calls to that service fail at once (and pipes
+    calling it wait) for this long; each further failure of the same outage doubles it."""
+    breaker_max_cooldown_s: float = 600.0
+    """Longest cooldown; a failure this long after the last cooldown ended starts a new outage."""
     backoff_base_s: float = 0.1
     """First retry's backoff ceiling; each retry doubles it (the wait is drawn at random below it)."""
     backoff_max_s: float = 10.0

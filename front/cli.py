@@ -83,6 +83,7 @@ def sql(
 
     Supported: CREATE [OR REPLACE] STAGE | TABLE | PIPE, SHOW STAGES | TABLES | PIPES,
     DESC PIPE | TABLE | STAGE, DROP PIPE | TABLE | STAGE, ALTER PIPE ... SET PIPE_EXECUTION_PAUSED,
+    ALTER PIPE p REFRESH [PREFIX = '...'] [MODIFIED_AFTER = '...'],
     SELECT over tables, TABLE(INFORMATION_SCHEMA.COPY_HISTORY(...)) and SYSTEM$PIPE_STATUS('p').
     A SELECT skips the blobs whose min/max statistics rule out its WHERE (comparisons of a column
     with a literal, and BETWEEN, joined by AND); --profile shows how many blobs it read.

@@ -30,7 +30,8 @@ from floe.blobs import BlobCrypto, BlobMeta, crypto_from_settings, write_blob
 from floe.catalog import ApiIntegration, ExternalFunction, Pipe, Table
 from floe.catalog.models import CONTEXT_FUNCTIONS
 from floe.errors import FileLoadError
-from floe.external import FunctionCaller, RemoteFunction
+from floe.external import Breaker, FunctionCaller, RemoteFunction
+from floe.keys import Keys
 from floe.records import LoadOutcome, LoadTask, RowAppend, encode_results
 from floe.runtime import Faults, setup_logging
 from floe.settings import Settings
@@ -141,7 +142,9 @@ class _Worker:
                 ApiIntegration.model_validate_json(doc["integration"]),
             )
         if self._caller is None:
-            self._caller = FunctionCaller(self.settings.external_functions)
+            settings = self.settings.external_functions
+            breaker = Breaker(settings, self.redis(), Keys(self.settings.redis.prefix))
+            self._caller = FunctionCaller(settings, breaker=breaker)
         database, schema, _ = pipe.name.split(".", 2)
         context = dict.fromkeys(CONTEXT_FUNCTIONS, "")
         context.update(
@@ -155,7 +158,13 @@ class _Worker:
         )
         # One id per pipe and micro-batch: a replay of the batch sends the same one.
         query_id = f"{self.batch.query_id}-{self.batch.batch_id}-{pipe.id}"
-        remote = RemoteCalls(self._caller, functions, query_id, context)
+        remote = RemoteCalls(
+            self._caller,
+            functions,
+            query_id,
+            context,
+            pipe=pipe.name,
+        )
         self._remote[pipe.id] = (batch, remote)
         return remote
 

@@ -7,6 +7,10 @@ Spark writes the planned range of every micro-batch to its offset log before run
 replayed batch reads the same entries. Entries are deleted by the registrar in the commit that
 makes their rows visible (never earlier), and ``commit(end)`` trims anything older as a safety net.
 
+A pipe that calls an external function whose remote service's circuit breaker is open
+(``floe.external.Breaker``) is held back like a paused one: its files wait in its queue, rather
+than fail one after another, until the cooldown ends and a batch probes the service again.
+
 A micro-batch's file budget (the ReadLimit, ``pipeline.max_files_per_batch``) is shared max-min
 fairly over the unpaused pipes with pending entries (``fair_shares``), so a pipe with a large
 backlog cannot hold the others back; when there are more such pipes than files in the budget, the
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +39,12 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from floe.catalog import Catalog, Pipe
+from floe.external import Breaker, held_back
 from floe.keys import Keys
 from floe.records import SOURCE_SCHEMA, LoadTask, QueueEntry, RowAppend
 from floe.settings import RedisSettings, Settings
+
+log = logging.getLogger("floe.pipeline.source")
 
 ZERO = "0-0"
 ROWS = "rows:"
@@ -133,6 +141,7 @@ class FileStreamReader(DataSourceStreamReader):
         # for a query's planning, so it carries over from batch to batch; a new query (a restart)
         # starts at a point drawn from its start offset, so restarts do not favour low pipe ids.
         self._after: str | None = None
+        self._held: set[str] = set()
 
     def _client(self) -> redis.Redis[bytes]:
         return self.redis.client()
@@ -147,7 +156,10 @@ class FileStreamReader(DataSourceStreamReader):
         if self.drain_file is not None and self.drain_file.exists():
             return dict(start)  # `floe pipeline` is draining: plan nothing new (pipeline/job.py)
         client = self._client()
-        unpaused = [p for p in Catalog(client, self.keys).all(Pipe).values() if not p.paused]
+        catalog = Catalog(client, self.keys)
+        unpaused = [p for p in catalog.all(Pipe).values() if not p.paused]
+        held = self._held_back(client, catalog, unpaused)
+        unpaused = [p for p in unpaused if p.id not in held]
         pipes = [p for p in unpaused if p.source != "streaming"]
         end = dict(start)
         cap = READ_ALL_CAP if isinstance(limit, ReadAllAvailable) else self.max_appends
@@ -162,6 +174,15 @@ class FileStreamReader(DataSourceStreamReader):
             self._after = hashlib.sha256(json.dumps(start, sort_keys=True).encode()).hexdigest()[:16]
         self._plan_fair(client, pipes, end, budget, self._after)
         return end
+
+    def _held_back(self, client: redis.Redis[bytes], catalog: Catalog, pipes: list[Pipe]) -> set[str]:
+        """The pipes calling a remote service whose circuit breaker is open."""
+        held = set(held_back(catalog, Breaker(client=client, keys=self.keys), pipes))
+        if held != self._held:
+            names = sorted(p.name for p in pipes if p.id in held)
+            log.info("pipes held back while their remote services are unavailable: %s", names or "none")
+            self._held = held
+        return held
 
     def _plan_rows(
         self, client: redis.Redis[bytes], pipe_ids: list[str], end: dict[str, Any], cap: int

@@ -4,10 +4,14 @@ For each path of one pipe, in a single Lua script: create the file's state with 
 (the 14-day dedup memory), and only if that succeeded, add the file to the pipe's queue stream and
 to its history index. A path the pipe already saw within the retention window is skipped, even if
 the object was overwritten since. All keys share the pipe's hash tag.
+
+``ALTER PIPE ... REFRESH`` goes through a sibling script (``Deduper.refresh``) that also sends a
+file again whose load failed (LOAD_FAILED), deciding on the state as it is at that moment.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,9 +20,13 @@ from typing import Any, cast
 import redis
 
 from floe.catalog import Pipe, now_ms
-from floe.history import FileState
+from floe.errors import TerminalError
+from floe.history import FileState, Status
 from floe.keys import Keys
 from floe.records import Origin, QueueEntry
+
+_LOAD_FAILED: Status = "LOAD_FAILED"
+"""The one status REFRESH sends a known file again for."""
 
 # KEYS[1] queue stream, KEYS[2] history zset, KEYS[3..] file keys.
 # ARGV[1] ttl seconds, ARGV[2] now ms, ARGV[3] retention ms, ARGV[4] origin, then per file: path, size
@@ -44,6 +52,43 @@ return out
 """
 
 
+# KEYS[1] queue stream, KEYS[2] history zset, KEYS[3] retired flag, KEYS[4..] file keys.
+# ARGV as _SCRIPT's. Per file: 1 no state, queued as new; 2 its load had failed (LOAD_FAILED), its
+# state replaced by the fresh one and queued again; 0 anything else (pending, loaded, partially
+# loaded), left alone. The status is read and replaced in the same script, so of two REFRESHes
+# racing for one failed file exactly one sends it. {-1}, and nothing written, when DROP or CREATE OR
+# REPLACE retired the pipe incarnation before this ran: its queue would never be read again.
+_REFRESH = f"""
+if redis.call('EXISTS', KEYS[3]) == 1 then return {{-1}} end
+local ttl = tonumber(ARGV[1])
+local now = tonumber(ARGV[2])
+local origin = ARGV[4]
+local out = {{}}
+for i = 4, #KEYS do
+  local base = 5 + (i - 4) * 3
+  local path, size, state = ARGV[base], ARGV[base + 1], ARGV[base + 2]
+  local old = redis.call('GET', KEYS[i])
+  local sent = 0
+  if not old then
+    sent = 1
+  elseif cjson.decode(old)['status'] == '{_LOAD_FAILED}' then
+    sent = 2
+  end
+  if sent > 0 then
+    redis.call('SET', KEYS[i], state, 'EX', ttl)
+    redis.call('XADD', KEYS[1], '*', {QueueEntry.lua_stream_fields("path", "size", "ARGV[2]", "origin")})
+    redis.call('ZADD', KEYS[2], now, path)
+  end
+  out[#out + 1] = sent
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[3]))
+return out
+"""
+
+REFRESH_CHUNK = 1000
+"""Files per call of the refresh script: a stage's listing can be long, and one script blocks Redis
+while it runs."""
+
 # KEYS[1] retired flag, KEYS[2] queue stream. ARGV[1] now ms.
 # Returns the queue's entries (QueueEntry.from_flat decodes them) the first time, nothing once the
 # pipe is retired.
@@ -51,6 +96,21 @@ _RETIRE = """
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX') then return {} end
 return redis.call('XRANGE', KEYS[2], '-', '+')
 """
+
+
+class Refreshed(enum.Enum):
+    """What ``Deduper.refresh`` did with one file."""
+
+    SKIPPED = 0
+    """Pending, loaded or partially loaded: left alone (a partial load's rows are in the table)."""
+    NEW = 1
+    """The pipe had no state for it: queued as a new file."""
+    RETRIED = 2
+    """Its load had failed: its state is pending again and it is queued again."""
+
+
+class PipeRetired(TerminalError):
+    """The pipe incarnation was dropped or replaced while a REFRESH queued its files."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +159,7 @@ class Deduper:
         self._keys = keys
         self._ttl = retention_seconds
         self._script = client.register_script(_SCRIPT)
+        self._refresh = client.register_script(_REFRESH)
 
     def enqueue(self, pipe: Pipe, files: Sequence[FileRef], *, source: Origin) -> list[bool]:
         """Enqueue the files this pipe has not seen; True where a file was newly enqueued."""
@@ -114,6 +175,29 @@ class Deduper:
             args += [f.path, stream_size(f.size), state.json(f)]
         flags = cast(list[int], self._script(keys=keys, args=args))
         return [bool(x) for x in flags]
+
+    def refresh(self, pipe: Pipe, files: Sequence[FileRef], *, source: Origin) -> list[Refreshed]:
+        """ALTER PIPE ... REFRESH's step: queue the files this pipe has no state for, and queue again
+        the ones whose load failed (their state becomes a fresh pending one, as a new file's), each
+        in one atomic step per chunk; leave every other file alone. PipeRetired when the pipe
+        incarnation was dropped or replaced before a chunk ran (the files of earlier chunks were
+        in its queue by then, so they went where the rest of it went: to a CREATE OR REPLACE's
+        successor, or nowhere after DROP)."""
+        out: list[Refreshed] = []
+        for start in range(0, len(files), REFRESH_CHUNK):
+            chunk = files[start : start + REFRESH_CHUNK]
+            now = now_ms()
+            keys = [self._keys.queue(pipe.id), self._keys.history(pipe.id), self._keys.retired(pipe.id)]
+            args: list[str | int] = [self._ttl, now, self._ttl * 1000, source]
+            state = _StateTemplate(pipe, now, source)
+            for f in chunk:
+                keys.append(self._keys.file(pipe.id, f.path))
+                args += [f.path, QueueEntry.stream_size(f.size), state.json(f)]
+            flags = cast(list[int], self._refresh(keys=keys, args=args))
+            if flags == [-1]:
+                raise PipeRetired(f"pipe {pipe.name} was dropped or replaced", pipe=pipe.name)
+            out += [Refreshed(int(x)) for x in flags]
+        return out
 
 
 def retire_pipe(client: redis.Redis[bytes], keys: Keys, pipe_id: str) -> list[FileRef]:

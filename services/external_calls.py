@@ -19,6 +19,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,7 @@ class ExternalCalls:
     failures: list[ExternalFunctionError] = field(default_factory=list)
     """What the remote calls raised, in order: the query fails with the first, in its own words."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _deadline: float | None = None
 
     @property
     def names(self) -> frozenset[str]:
@@ -99,8 +101,11 @@ class ExternalCalls:
         caller: FunctionCaller,
         query_id: str,
         context: Mapping[str, str],
+        deadline: float | None = None,
     ) -> None:
-        """Give DuckDB each bound function, calling the remote service through ``caller``."""
+        """Give DuckDB each bound function, calling the remote service through ``caller``; no
+        request is made or waited for after ``deadline`` (``time.monotonic()``)."""
+        self._deadline = deadline
         for b in self.bound.values():
             params: list[Any] = [duckdb_type(c) for c in b.function.args] or ["BOOLEAN"]  # type names
             con.create_function(
@@ -123,7 +128,9 @@ class ExternalCalls:
             rows = len(arrays[0])
             ctx = CallContext(query_id=query_id, context=context, call_id=f"{b.udf}.{next(chunks)}")
             try:
-                return caller.call_or_raise(b.function, [] if b.zero_args else arrays, ctx, num_rows=rows)
+                return caller.call_or_raise(
+                    b.function, [] if b.zero_args else arrays, ctx, num_rows=rows, deadline=self._deadline
+                )
             except ExternalFunctionError as exc:
                 with self._lock:
                     self.failures.append(exc)
@@ -135,6 +142,10 @@ class ExternalCalls:
             [inspect.Parameter(f"a{i}", inspect.Parameter.POSITIONAL_ONLY) for i in range(count)]
         )
         return call
+
+    def timed_out(self) -> bool:
+        """Whether the statement's time limit has passed (a remote call may have stopped for it)."""
+        return self._deadline is not None and time.monotonic() >= self._deadline
 
     def error(self) -> SqlError | None:
         """The query's error when a remote call failed (DuckDB's own wraps it in other words)."""

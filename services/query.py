@@ -16,6 +16,7 @@ import functools
 import json
 import re
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -36,7 +37,7 @@ from floe.blobs import BlobCrypto, crypto_from_settings, read_blob
 from floe.catalog import Catalog, Column, Pipe, Table
 from floe.catalog.ddl import Defaults, qualify, qualify_table
 from floe.errors import CompilationError, ObjectNotFound, PermissionDenied, SqlError
-from floe.external import FunctionCaller
+from floe.external import Breaker, FunctionCaller, held_back
 from floe.history import COPY_HISTORY_STATUS, FileState, iso_utc, read_states
 from floe.keys import Keys
 from floe.records import QueueEntry
@@ -665,7 +666,9 @@ class QueryEngine:
         """The process's external-function caller, made by the first query that calls one."""
         with self._caller_lock:
             if self._caller is None:
-                self._caller = FunctionCaller(self.settings.external_functions)
+                settings = self.settings.external_functions
+                breaker = Breaker(settings, self.redis, self.keys)
+                self._caller = FunctionCaller(settings, breaker=breaker)
             return self._caller
 
     def close(self) -> None:
@@ -770,9 +773,20 @@ class QueryEngine:
         status = {k.decode(): v.decode() for k, v in self.redis.hgetall(self.keys.status(pipe.id)).items()}
         table = self.catalog.find(Table, pipe.copy_spec.table)
         state = "PAUSED" if pipe.paused else "RUNNING"
+        error = None
         if table is None or table.id != pipe.table_id:
             state = "STOPPED_MISSING_TABLE"
+        elif not pipe.paused and (held := held_back(self.catalog, self.caller().breaker, [pipe])):
+            function, trip = held[pipe.id]
+            state = "STALLED_EXECUTION_ERROR"
+            until = iso_utc(trip.until_ms)
+            error = (
+                f"The remote service of external function {function} is unavailable; the pipe's files "
+                f"wait in its queue until {until}, when a micro-batch tries the service again."
+            )
         out: dict[str, Any] = {"executionState": state, "pendingFileCount": pending}
+        if error is not None:
+            out["error"] = error
         if pending:
             first = cast(list[tuple[bytes, dict[bytes, bytes]]], self.redis.xrange(queue, count=1))
             if first:
@@ -863,7 +877,10 @@ class QueryEngine:
         sql, tables = self.compile(query, stats, check, calls)
         con = sandbox.connect(threads=limits.threads, memory_limit=limits.memory_limit)
         if calls.bound:
-            calls.register(con, self.caller(), str(uuid.uuid4()), context)
+            # The statement's time limit also cuts remote calls short: DuckDB's interrupt cannot
+            # stop a Python function waiting for an answer.
+            deadline = time.monotonic() + limits.timeout_s
+            calls.register(con, self.caller(), str(uuid.uuid4()), context, deadline)
         fired = threading.Event()
 
         def interrupt() -> None:
@@ -880,7 +897,7 @@ class QueryEngine:
                 names = [d[0].upper() for d in cur.description or []]
                 fetched = cur.fetchmany(limits.max_result_rows + 1)
             except duckdb.Error as exc:
-                if fired.is_set():
+                if fired.is_set() or calls.timed_out():
                     raise _timed_out(limits.timeout_s) from None
                 if (failed := calls.error()) is not None:
                     raise failed from None

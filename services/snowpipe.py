@@ -231,12 +231,16 @@ class SnowpipeService:
         events = events[:REPORT_LIMIT]
         mark = events[-1][0].decode() if events else (begin_mark or f"{now}-0")
         paths = [f[b"path"].decode() for sid, f in events if int(sid.split(b"-")[0]) >= since]
-        files = [file_entry(s) for s in self._states(pipe, list(dict.fromkeys(paths)))]
+        reported = list(dict.fromkeys(paths))
+        files = [file_entry(s) for s in self._states(pipe, reported)]
         pending = cast(
             list[tuple[bytes, dict[bytes, bytes]]],
             self.client.xrange(self.keys.queue(pipe.id), count=max(0, REPORT_LIMIT - len(files))),
         )
-        in_flight = self._states(pipe, [QueueEntry.from_stream(sid, f).path for sid, f in pending])
+        # A file REFRESH sent again after a recent failure is both an event and queued: report it
+        # once, as it is now.
+        queued = [QueueEntry.from_stream(sid, f).path for sid, f in pending]
+        in_flight = self._states(pipe, [path for path in queued if path not in set(reported)])
         files += [file_entry(s) for s in in_flight if not s.complete]
         return {
             "pipe": pipe.name,

@@ -20,6 +20,7 @@ from sqlglot.dialects.snowflake import Snowflake
 from sqlglot.errors import TokenError
 from sqlglot.tokenizer_core import TokenType
 
+from floe.aws import AWS_ERRORS
 from floe.aws import client as aws_client
 from floe.catalog import (
     ADMIN_ROLE,
@@ -42,6 +43,7 @@ from floe.catalog.access import UseRole, UseSecondaryRoles
 from floe.catalog.ddl import (
     AlterIntegration,
     AlterPipe,
+    AlterPipeRefresh,
     CreateApiIntegration,
     CreateDatabase,
     CreateExternalFunction,
@@ -60,6 +62,7 @@ from floe.catalog.ddl import (
     ShowChannels,
     parse,
 )
+from floe.catalog.locations import refusal
 from floe.channels import ChannelStore
 from floe.errors import CompilationError, ObjectNotFound, PermissionDenied, SqlError
 from floe.keys import Keys
@@ -73,10 +76,11 @@ from services.access import (
     closure,
     everything,
     find,
+    may_know_absence,
     visible,
 )
 from services.auth import Principal
-from services.dedup import Deduper, retire_pipe
+from services.dedup import Deduper, FileRef, PipeRetired, Refreshed, retire_pipe
 from services.external_calls import pipe_functions
 from services.grants import GrantStatements, already_exists, created, like, status
 from services.query import QueryEngine, Result
@@ -158,6 +162,11 @@ CHANNEL_COLUMNS = [
     "last_error_message",
 ]
 """SHOW CHANNELS' columns."""
+REFRESH_COLUMNS = ["File", "Status"]
+"""ALTER PIPE ... REFRESH's columns, as Snowflake names them: one row per file listed."""
+REFRESH_WINDOW = dt.timedelta(days=7)
+"""How far back ALTER PIPE ... REFRESH looks, by LAST_MODIFIED: Snowflake's 7 days (MODIFIED_AFTER's
+default and its limit). Older files load with a bulk COPY in Snowflake; Floe has none."""
 
 
 def _parts(name: str) -> list[str]:
@@ -225,6 +234,7 @@ class SqlExecutor:
             Drop: self._drop,
             DropObject: self._drop_object,
             AlterPipe: self._alter_pipe,
+            AlterPipeRefresh: self._refresh_pipe,
             Query: lambda q, principal: self.engine.run(
                 q.expression, self._check(principal), self.session_context(principal, q.expression)
             ),
@@ -1037,6 +1047,82 @@ class SqlExecutor:
         self.catalog.put(pipe.model_copy(update={"paused": s.paused}))
         return status("Statement executed successfully.")
 
+    def _refresh_pipe(self, s: AlterPipeRefresh, principal: Principal) -> Result:
+        """Queue the files staged under the pipe's location in the last 7 days that it has not seen,
+        and again the ones whose load failed; one row per file listed, SENT or SKIPPED. A paused
+        pipe queues them too: they load when it resumes."""
+        name = str(s.name)
+        absent = find(self.catalog, "PIPE", name) is None
+        if s.if_exists and absent and may_know_absence(self.catalog, principal, "PIPE", name):
+            return status("Statement executed successfully.")
+        # Snowflake's OPERATE: view, pause or resume, and refresh the pipe (its owner holds it too).
+        self._authorize(principal, Need("PIPE", name, ("OPERATE", "OWNERSHIP")))
+        pipe = self.catalog.get(Pipe, name)
+        if pipe.source == "streaming":
+            raise CompilationError(
+                f"Pipe {s.name.name} is a streaming pipe: its rows come from channels, not from a stage, "
+                "so ALTER PIPE ... REFRESH has no staged files to queue."
+            )
+        # The check every load makes (pipeline/job.py): Floe's credentials list nothing the pipe's
+        # storage integration does not admit any more.
+        if (reason := refusal(self.catalog, self.settings, pipe)) is not None:
+            raise PermissionDenied(f"SQL access control error:\n{reason}")
+        now = dt.datetime.fromtimestamp(now_ms() / 1000, tz=dt.UTC)
+        files = self._staged(pipe, s.prefix, refresh_since(s.modified_after, now))
+        try:
+            done = Deduper(self.redis, self.keys, self.settings.retention_seconds).refresh(
+                pipe, files, source="refresh"
+            )
+        except PipeRetired as exc:
+            raise SqlError(
+                f"Pipe {s.name.name} was dropped or replaced while ALTER PIPE ... REFRESH queued its files; "
+                "run it again on the pipe as it is now.",
+                code="002003",
+                sql_state="02000",
+            ) from exc
+        retried = sum(r is Refreshed.RETRIED for r in done)
+        skipped = sum(r is Refreshed.SKIPPED for r in done)
+        log.info(
+            "REFRESH: %d files sent (%d of them after a failed load), %d skipped",
+            len(done) - skipped,
+            retried,
+            skipped,
+            extra={"pipe": pipe.name},
+        )
+        rows = [
+            [f.path, "SKIPPED" if r is Refreshed.SKIPPED else "SENT"]
+            for f, r in zip(files, done, strict=True)
+        ]
+        return Result(list(REFRESH_COLUMNS), rows)
+
+    def _staged(self, pipe: Pipe, prefix: str, since: dt.datetime) -> list[FileRef]:
+        """The objects under the pipe's location plus ``prefix`` (a key prefix: Snowflake appends
+        it to the pipe's path) last modified at or after ``since`` that pass its PATTERN, as
+        stage-relative paths with their sizes, in key order."""
+        key_prefix = pipe.prefix + prefix.lstrip("/")
+        s3 = aws_client(self.settings.aws, "s3")
+        files: list[FileRef] = []
+        try:
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=pipe.bucket, Prefix=key_prefix):
+                for obj in page.get("Contents", ()):
+                    rel = pipe.relative_path(obj["Key"])
+                    if obj["LastModified"] >= since and rel is not None and pipe.matches(rel):
+                        files.append(FileRef(rel, int(obj["Size"])))
+        except s3.exceptions.NoSuchBucket as exc:
+            raise SqlError(
+                f"Stage bucket '{pipe.bucket}' does not exist; create it first (aws s3 mb s3://{pipe.bucket}).",
+                code="091003",
+            ) from exc
+        except AWS_ERRORS as exc:
+            raise SqlError(
+                f"Failure using stage area s3://{pipe.bucket}/{key_prefix}. Cause: "
+                f"[{str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__}]",
+                code="091003",
+            ) from exc
+        finally:
+            s3.close()  # a client per statement: its pooled connections go with it
+        return files
+
     # ------------------------------------------------------------------------------ sessions
 
     def _use_role(self, s: UseRole, principal: Principal) -> Result:
@@ -1045,6 +1131,13 @@ class SqlExecutor:
 
     def _use_secondary_roles(self, s: UseSecondaryRoles, principal: Principal) -> Result:
         return status("Statement executed successfully.")
+
+
+def refresh_since(modified_after: dt.datetime | None, now: dt.datetime) -> dt.datetime:
+    """The oldest LAST_MODIFIED an ALTER PIPE ... REFRESH at ``now`` queues: MODIFIED_AFTER, but
+    never more than ``REFRESH_WINDOW`` back (an earlier MODIFIED_AFTER is the window's start)."""
+    oldest = now - REFRESH_WINDOW
+    return oldest if modified_after is None else max(oldest, modified_after)
 
 
 def statements(sql: str) -> list[str]:

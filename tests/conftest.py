@@ -211,6 +211,16 @@ def stack(services: Settings, tmp_path_factory: pytest.TempPathFactory) -> Itera
                 update={"master_key_file": str(state / "master.key")}
             ),
             "auth": services.auth.model_copy(update={"admin_key_file": str(state / "admin_rsa_key.p8")}),
+            # A pipe's call gives up on a service that does not answer after 3 s, and the breaker
+            # then holds its pipes back for 20 s: long enough that a test sees them held, short
+            # enough that it sees them resume (tests/e2e/test_external_functions.py).
+            "external_functions": services.external_functions.model_copy(
+                update={
+                    "pipe_retry_timeout_s": 3.0,
+                    "breaker_cooldown_s": 20.0,
+                    "breaker_max_cooldown_s": 40.0,
+                }
+            ),
         },
         deep=True,
     )

@@ -3,13 +3,15 @@
 sqlglot's Snowflake dialect parses stages, tables, COPY INTO and queries. It does not cover the
 pipe header (``CREATE PIPE ... AS``) or ALTER PIPE, so those headers are matched by hand and
 everything after ``AS`` goes back to sqlglot. SHOW, DESC, DROP, CREATE DATABASE | SCHEMA |
-STORAGE INTEGRATION | API INTEGRATION | EXTERNAL FUNCTION and ALTER INTEGRATION are read by the
-scanner of ``floe.catalog.access``, which parses users, roles and grants, so that their syntax
-errors say where and what was expected.
+STORAGE INTEGRATION | API INTEGRATION | EXTERNAL FUNCTION, ALTER INTEGRATION and the options of
+ALTER PIPE ... REFRESH are read by the scanner of ``floe.catalog.access``, which parses users, roles
+and grants, so that their syntax errors say where and what was expected.
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import re
 from dataclasses import dataclass, field
 
@@ -302,6 +304,20 @@ class AlterPipe:
 
 
 @dataclass
+class AlterPipeRefresh:
+    """ALTER PIPE [IF EXISTS] name REFRESH [PREFIX = '<path>'] [MODIFIED_AFTER = '<timestamp>']
+    (the two options in either order): queue the files staged under the pipe's location."""
+
+    name: Name
+    if_exists: bool = False
+    prefix: str = ""
+    """Appended to the pipe's location (stage URL plus the COPY's path), as written: a key prefix,
+    not necessarily a folder. '' for the whole location."""
+    modified_after: dt.datetime | None = None
+    """The oldest LAST_MODIFIED to queue, timezone-aware (a timestamp without an offset is UTC)."""
+
+
+@dataclass
 class Query:
     """Any SELECT; run by the query engine."""
 
@@ -326,6 +342,7 @@ Statement = (
     | Drop
     | DropObject
     | AlterPipe
+    | AlterPipeRefresh
     | Query
     | AccessStatement
 )
@@ -424,6 +441,11 @@ _SCANNED = re.compile(
 _ALTER_PIPE = re.compile(
     rf"ALTER\s+PIPE\s+(?:IF\s+EXISTS\s+)?(?P<name>{QNAME})\s+SET\s+PIPE_EXECUTION_PAUSED\s*=\s*"
     r"(?P<value>TRUE|FALSE)",
+    re.I,
+)
+# Only the head: the options after REFRESH are read by the scanner, so their errors say where.
+_ALTER_PIPE_REFRESH = re.compile(
+    rf"ALTER\s+PIPE\s+(?P<ine>IF\s+EXISTS\s+)?(?P<name>{QNAME})\s+REFRESH\b",
     re.I,
 )
 _STAGE_REF = re.compile(rf"@(?P<name>{QNAME})(?P<path>/.*)?", re.DOTALL)
@@ -1369,6 +1391,50 @@ def _compression(word: str) -> FunctionCompression:
     return "DEFLATE" if word == "DEFLATE" else "AUTO"
 
 
+_TIMESTAMP_MAX = 40
+"""The longest MODIFIED_AFTER: '2026-11-20T13:56:46.123456+05:30' is 32 characters."""
+_REFRESH_OPTIONS = "PREFIX = '<path>' or MODIFIED_AFTER = '<timestamp>'"
+
+
+def _alter_pipe_refresh(text: str, head: re.Match[str], defaults: Defaults) -> AlterPipeRefresh:
+    """ALTER PIPE ... REFRESH: the head ``_ALTER_PIPE_REFRESH`` matched, then its options."""
+    refresh = AlterPipeRefresh(qualify(head.group("name"), defaults), if_exists=bool(head.group("ine")))
+    sc = Scanner(text)
+    sc.pos = head.end()
+    sc.what = "ALTER PIPE ... REFRESH"
+    seen: set[str] = set()
+    while not sc.at_end():
+        key = sc.word(r"PREFIX\b|MODIFIED_AFTER\b", _REFRESH_OPTIONS)
+        if key in seen:
+            raise CompilationError(f"duplicate option {key} in ALTER PIPE ... REFRESH")
+        seen.add(key)
+        sc.expect("=", f"'=' after {key}")
+        if key == "PREFIX":
+            refresh.prefix = sc.string("a quoted path after PREFIX =, such as PREFIX = 'd1/'")
+        else:
+            refresh.modified_after = _timestamp(
+                sc.string("a quoted timestamp after MODIFIED_AFTER =, such as '2026-11-20T13:56:46-07:00'")
+            )
+    return refresh
+
+
+def _timestamp(text: str) -> dt.datetime:
+    """MODIFIED_AFTER's ISO-8601 timestamp, timezone-aware; one without an offset is UTC (Floe has
+    no session time zone)."""
+    when: dt.datetime | None = None
+    # fromisoformat also reads ISO's basic form and any run of fraction digits: the length bound
+    # keeps a long string of digits from passing as a time.
+    if len(text.strip()) <= _TIMESTAMP_MAX:
+        with contextlib.suppress(ValueError):
+            when = dt.datetime.fromisoformat(text.strip())
+    if when is None:
+        raise CompilationError(
+            f"invalid MODIFIED_AFTER '{shortened(text)}': expected an ISO-8601 timestamp, such as "
+            "'2026-11-20T13:56:46-07:00' or '2026-11-20 20:56:46' (UTC)"
+        )
+    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
+
+
 def _parse_scanned(text: str, defaults: Defaults) -> Statement:
     """A statement ``_SCANNED`` recognised, read by the scanner."""
     sc = Scanner(text)
@@ -1406,6 +1472,8 @@ def parse(sql: str, defaults: Defaults | None = None) -> Statement:
         return _parse_scanned(text, defaults)
     if m := _ALTER_PIPE.fullmatch(text):
         return AlterPipe(qualify(m.group("name"), defaults), m.group("value").upper() == "TRUE")
+    if m := _ALTER_PIPE_REFRESH.match(text):
+        return _alter_pipe_refresh(text, m, defaults)
     try:
         node = sqlglot.parse_one(text, read="snowflake")
     except ParseError as exc:

@@ -14,6 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from floe.external.breaker import Breaker, Trip, held_back
     from floe.external.cache import ResultCache
     from floe.external.caller import CallOutcome, FunctionCaller
     from floe.external.errors import (
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
     from floe.external.function import CallContext, RemoteFunction
 
 _EXPORTS = {
+    "Breaker": "floe.external.breaker",
+    "Trip": "floe.external.breaker",
+    "held_back": "floe.external.breaker",
     "FunctionCaller": "floe.external.caller",
     "CallOutcome": "floe.external.caller",
     "CallContext": "floe.external.function",
@@ -37,6 +41,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "Breaker",
     "CallContext",
     "CallOutcome",
     "ExternalFunctionError",
@@ -46,6 +51,8 @@ __all__ = [
     "FunctionCaller",
     "RemoteFunction",
     "ResultCache",
+    "Trip",
+    "held_back",
 ]
 
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
@@ -25,6 +25,7 @@ import httpx
 import pyarrow as pa
 
 from floe.external import wire
+from floe.external.breaker import Breaker, Trip
 from floe.external.cache import MISS, ResultCache
 from floe.external.errors import (
     ExternalFunctionError,
@@ -68,6 +69,9 @@ class CallOutcome:
     """Rows of an IMMUTABLE function that shared a request with an identical earlier row."""
     max_in_flight: int = 0
     """The most requests this call had in flight at once."""
+    unavailable: str | None = None
+    """When rows failed because the remote service did not answer (retries exhausted, or its
+    circuit breaker open), the first such message: the failure is the service's, not the rows'."""
 
     @property
     def failed_rows(self) -> int:
@@ -117,6 +121,13 @@ class _Call:
     unit_args: list[bytes]
     stats: _Stats
     abort: threading.Event
+    retry_timeout_s: float
+    budget_setting: str
+    """The setting ``retry_timeout_s`` comes from, for messages."""
+    deadline: float | None
+    """time.monotonic() after which no request is made or waited for (a statement's time limit)."""
+    stopped: list[ExternalFunctionUnavailable] = field(default_factory=list)
+    """The failure that stopped the call, when the service stopped answering (set with ``abort``)."""
 
 
 class FunctionCaller:
@@ -129,6 +140,7 @@ class FunctionCaller:
         *,
         client: httpx.Client | None = None,
         cache: ResultCache | None = None,
+        breaker: Breaker | None = None,
     ) -> None:
         self.settings = settings
         self._owns_client = client is None
@@ -150,6 +162,8 @@ class FunctionCaller:
         # "is not None": an empty cache is falsy (it has a length), and must still be the one used.
         self.cache = cache if cache is not None else ResultCache(settings.cache_entries, settings.cache_bytes)
         """Results of IMMUTABLE functions, shared by every call this caller makes."""
+        self.breaker = breaker if breaker is not None else Breaker(settings)
+        """Circuit breakers of the remote services (shared between processes when it has Redis)."""
         self._lock = threading.Lock()
         self._active: set[threading.Event] = set()
         self._closed = False
@@ -183,10 +197,14 @@ class FunctionCaller:
         ctx: CallContext,
         *,
         num_rows: int | None = None,
+        in_pipe: bool = False,
+        deadline: float | None = None,
     ) -> CallOutcome:
         """Call ``fn`` on every row of ``args`` (one array per argument; ``num_rows`` is needed
-        only when there are none). A failed batch fails its rows only."""
-        return self._call(fn, args, ctx, num_rows, fail_fast=False)
+        only when there are none). A failed batch fails its rows only. ``in_pipe``: each batch
+        may take ``pipe_retry_timeout_s`` in all rather than ``retry_timeout_s``; ``deadline``
+        (``time.monotonic()``) cuts requests and retries short, as a statement's time limit does."""
+        return self._call(fn, args, ctx, num_rows, in_pipe, deadline, fail_fast=False)
 
     def call_or_raise(
         self,
@@ -195,10 +213,12 @@ class FunctionCaller:
         ctx: CallContext,
         *,
         num_rows: int | None = None,
+        in_pipe: bool = False,
+        deadline: float | None = None,
     ) -> pa.Array:
         """The values of ``call``, or the first failure raised (ExternalFunctionError); no batch
         starts after it, and the requests already in flight are waited for."""
-        return self._call(fn, args, ctx, num_rows, fail_fast=True).values
+        return self._call(fn, args, ctx, num_rows, in_pipe, deadline, fail_fast=True).values
 
     def _call(
         self,
@@ -206,6 +226,8 @@ class FunctionCaller:
         args: Sequence[pa.Array | pa.ChunkedArray],
         ctx: CallContext,
         num_rows: int | None,
+        in_pipe: bool,
+        deadline: float | None,
         *,
         fail_fast: bool,
     ) -> CallOutcome:
@@ -218,19 +240,41 @@ class FunctionCaller:
         stats = _Stats()
         skip = _null_rows(args) if fn.strict else set()
         units = self._units(fn, ctx, row_args, errors, values, stats, skip)
-        call = _Call(fn, ctx, [row_args[unit[0]] for unit in units], stats, threading.Event())
+        call = _Call(
+            fn,
+            ctx,
+            [row_args[unit[0]] for unit in units],
+            stats,
+            threading.Event(),
+            self.settings.pipe_retry_timeout_s if in_pipe else self.settings.retry_timeout_s,
+            f"external_functions.{'pipe_retry_timeout_s' if in_pipe else 'retry_timeout_s'}",
+            deadline,
+        )
         plan = wire.plan_batches(
             [len(a) for a in call.unit_args],
             self._batch_rows(fn, len(units)),
             self.settings.max_batch_bytes,
         )
+        # An open breaker: the service failed lately, and nothing is sent until its cooldown ends.
+        # A half-open one (cooldown over): this call probes, and its first answer closes it.
+        seen = self.breaker.state(fn.url) if plan else None
+        probe: list[Trip] = [seen] if seen is not None else []
+        unavailable: list[str] = []
+        if seen is not None and seen.is_open(int(time.time() * 1000)):
+            held = _held_back(fn, seen)
+            call.stopped.append(held)
+            call.abort.set()
 
         def settle(span: range, result: list[Any] | ExternalFunctionError) -> None:
             if isinstance(result, ExternalFunctionError):
                 for index in span:
                     for row in units[index]:
                         errors[row] = result.message
+                if isinstance(result, ExternalFunctionUnavailable) and not unavailable:
+                    unavailable.append(result.message)
                 return
+            if probe:
+                self.breaker.close(fn.url, probe.pop())
             for index, value in zip(span, result, strict=True):
                 for row in units[index]:
                     values[row] = value
@@ -266,6 +310,7 @@ class FunctionCaller:
             cache_hits=stats.cache_hits,
             deduplicated=stats.deduplicated,
             max_in_flight=stats.max_in_flight,
+            unavailable=unavailable[0] if unavailable else None,
         )
 
     def _batch_rows(self, fn: RemoteFunction, rows: int) -> int:
@@ -341,7 +386,7 @@ class FunctionCaller:
     ) -> None:
         """Send the planned batches, ``max_concurrency`` at a time, settling each as it ends."""
         workers = min(self.settings.max_concurrency, len(plan))
-        if workers <= 1:
+        if workers <= 1 or call.abort.is_set():
             for position, span in enumerate(plan):
                 result = self._batch(call, position, span)
                 settle(span, result)
@@ -374,12 +419,24 @@ class FunctionCaller:
         try:
             answer = self._exchange(call, batch, body, where)
             if answer is None:
+                if call.stopped:
+                    return ExternalFunctionUnavailable.of(
+                        fn.name, batch, f"not sent: {call.stopped[0].reason}"
+                    )
                 return ExternalFunctionFailed.of(fn.name, batch, "not sent: the call was stopped")
             raw, encoding = answer
             values = wire.decode_answer(raw, encoding, len(span), self.settings.max_response_bytes)
             return _convert(fn, values)
         except wire.ProtocolViolation as exc:
             error: ExternalFunctionError = ExternalFunctionFailed.of(fn.name, batch, str(exc))
+        except ExternalFunctionUnavailable as exc:
+            error = exc
+            if not call.stopped:
+                # The service is down for this call's other batches too: they stop, and so do other
+                # calls to it (in every process, with a shared breaker) until the cooldown ends.
+                trip = self.breaker.trip(fn.url, f"batch {exc.batch_id}: {exc.reason}")
+                call.stopped.append(_held_back(fn, trip))
+                call.abort.set()
         except ExternalFunctionError as exc:
             error = exc
         log.warning("%s", error.message, extra=where)
@@ -394,19 +451,26 @@ class FunctionCaller:
         fn, settings = call.fn, self.settings
         sent, encoding = wire.compress(body, fn)
         headers = wire.request_headers(fn, call.ctx, batch, encoding)
-        deadline = time.monotonic() + settings.retry_timeout_s
+        budget = time.monotonic() + call.retry_timeout_s
+        deadline = budget if call.deadline is None else min(budget, call.deadline)
         attempt = 0
+        last = "none made"
         while not call.abort.is_set():
             fn.check_egress(batch)  # the integration is checked before every request, retries too
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._out_of_time(call, batch, attempt, last, budget)
             attempt += 1
             hint: float | None = None
+            # An attempt never outlives the batch's budget: a hanging service then costs the
+            # budget, not request_timeout_s on top of it.
+            timeout = min(settings.request_timeout_s, left)
             try:
                 with call.stats.request(first=attempt == 1):
-                    status, answer_headers, raw = self._post(
-                        fn.url, sent, wire.sign(headers, fn, batch, sent)
-                    )
+                    signed = wire.sign(headers, fn, batch, sent)
+                    status, answer_headers, raw = self._post(fn.url, sent, signed, timeout)
             except httpx.TransportError as exc:
-                last = _describe(exc, settings.request_timeout_s)
+                last = _describe(exc, timeout, settings.request_timeout_s)
             except RuntimeError:
                 if call.abort.is_set():  # close() shut the client under this request
                     return None
@@ -434,12 +498,7 @@ class FunctionCaller:
             if hint is not None:
                 delay = max(delay, min(hint, settings.backoff_max_s))
             if time.monotonic() + delay >= deadline:
-                raise ExternalFunctionUnavailable.of(
-                    fn.name,
-                    batch,
-                    f"no answer after {attempt} attempt{'s' if attempt > 1 else ''} within "
-                    f"external_functions.retry_timeout_s ({settings.retry_timeout_s:g} s); last: {last}",
-                )
+                raise self._out_of_time(call, batch, attempt, last, budget)
             log.info(
                 "external function %s, batch %s: %s; retry %d in %.2f s",
                 fn.name,
@@ -453,14 +512,34 @@ class FunctionCaller:
                 break
         return None
 
-    def _post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, httpx.Headers, bytes]:
+    def _out_of_time(
+        self, call: _Call, batch: str, attempts: int, last: str, budget: float
+    ) -> ExternalFunctionError:
+        """The error of a batch whose time ran out: the statement's limit when that came first (the
+        service is not to blame, so the breaker is left alone), else the retry budget (it is)."""
+        if call.deadline is not None and call.deadline < budget:
+            return ExternalFunctionFailed.of(
+                call.fn.name, batch, "stopped: the statement reached its time limit"
+            )
+        plural = "s" if attempts != 1 else ""
+        setting = call.budget_setting
+        return ExternalFunctionUnavailable.of(
+            call.fn.name,
+            batch,
+            f"no answer after {attempts} attempt{plural} within {setting} "
+            f"({call.retry_timeout_s:g} s); last: {last}",
+        )
+
+    def _post(
+        self, url: str, body: bytes, headers: dict[str, str], timeout_s: float
+    ) -> tuple[int, httpx.Headers, bytes]:
         """One POST: the status, the headers, and for a 200 the raw body, read within
-        ``request_timeout_s`` in all and ``max_response_bytes``."""
+        ``timeout_s`` in all and ``max_response_bytes``."""
         limit = self.settings.max_response_bytes
-        deadline = time.monotonic() + self.settings.request_timeout_s
+        deadline = time.monotonic() + timeout_s
         # Encoded here: httpx would encode values as ASCII, and a context value may not be.
         sent = [(name.encode(), value.encode()) for name, value in headers.items()]
-        timeout = httpx.Timeout(self.settings.request_timeout_s)
+        timeout = httpx.Timeout(timeout_s)
         with self._client.stream("POST", url, content=body, headers=sent, timeout=timeout) as response:
             if response.status_code != 200:
                 return response.status_code, response.headers, b""  # an error's body is never shown
@@ -471,7 +550,7 @@ class FunctionCaller:
                     raise _ResponseTooLarge
                 # The per-read timeout alone would let a service that trickles bytes run forever.
                 if time.monotonic() > deadline:
-                    raise httpx.ReadTimeout("the answer took longer than request_timeout_s")
+                    raise httpx.ReadTimeout("the answer took longer than its time limit")
             return 200, response.headers, bytes(raw)
 
 
@@ -523,10 +602,24 @@ def _convert(fn: RemoteFunction, values: list[Any]) -> list[Any]:
     return out
 
 
-def _describe(exc: httpx.TransportError, timeout_s: float) -> str:
-    """A transport failure in words, without the request."""
+def _describe(exc: httpx.TransportError, timeout_s: float, setting_s: float) -> str:
+    """A transport failure in words, without the request; ``timeout_s`` is the attempt's limit,
+    ``setting_s`` request_timeout_s (the limit is less when the batch's budget ran low)."""
     if isinstance(exc, httpx.TimeoutException):
+        if timeout_s < setting_s:
+            return f"timed out after {timeout_s:.3g} s, the rest of the batch's retry budget"
         return f"timed out (external_functions.request_timeout_s = {timeout_s:g} s)"
     if isinstance(exc, httpx.ConnectError):
         return "could not connect"
     return f"the connection failed ({type(exc).__name__})"
+
+
+def _held_back(fn: RemoteFunction, trip: Trip) -> ExternalFunctionUnavailable:
+    """The error of rows not sent because the service's breaker is open."""
+    until = time.strftime("%H:%M:%S", time.gmtime(trip.until_ms / 1000))
+    return ExternalFunctionUnavailable.of(
+        fn.name,
+        None,
+        f"the remote service is unavailable, so calls are held back until {until} UTC "
+        f"(external_functions.breaker_cooldown_s); it last failed at {trip.reason}",
+    )

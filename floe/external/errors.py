@@ -12,16 +12,20 @@ class ExternalFunctionError(FloeError):
     """A call to an external function failed; ``function`` is its signature, ``batch_id`` the batch
     that failed (None when no batch was involved)."""
 
-    def __init__(self, message: str, *, function: str, batch_id: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, function: str, batch_id: str | None = None, reason: str | None = None
+    ) -> None:
         self.function = function
         self.batch_id = batch_id
+        self.reason = reason if reason is not None else message
+        """What went wrong, without the function and batch the message starts with."""
         super().__init__(message)
 
     @classmethod
     def of(cls, function: str, batch_id: str | None, reason: str) -> Self:
         """The error with Floe's message shape: ``External function F(...), batch <id>: <reason>``."""
         where = f"External function {function}" + (f", batch {batch_id}" if batch_id else "")
-        return cls(f"{where}: {reason}", function=function, batch_id=batch_id)
+        return cls(f"{where}: {reason}", function=function, batch_id=batch_id, reason=reason)
 
 
 class ExternalFunctionRefused(ExternalFunctionError, TerminalError):

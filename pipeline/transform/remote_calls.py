@@ -5,6 +5,8 @@ its values added to the input table as the column the column plans read (``plan.
 A row whose arguments could not be computed, or whose batch failed, gets NULL there and an error
 message: the file copy counts it as an error of every column whose expression made the call, so
 ON_ERROR decides, and the function's message (never the row's data) is what load history shows.
+A service that does not answer at all (its retries ran out, or its circuit breaker is open) fails
+the whole file instead: nothing of it is loaded, so ALTER PIPE ... REFRESH can send it again.
 Calls run in order, each seeing the values of those before it (a call in another's arguments).
 """
 
@@ -35,6 +37,8 @@ class RemoteCalls:
     """``sf-external-function-current-query-id``: the same on a replay of the micro-batch."""
     context: Mapping[str, str] = field(default_factory=dict)
     """Values of CONTEXT_HEADERS."""
+    pipe: str = ""
+    """The pipe's name, for the hint on reloading a file whose service did not answer."""
 
 
 @dataclass
@@ -104,7 +108,14 @@ def add_call_values(
         taken = pa.array(send, pa.int64())
         arrays = [args.column(f"a{i}").take(taken) for i in range(len(call.args))]
         ctx = CallContext(query_id=remote.query_id, context=remote.context, call_id=f"{call_id}#{k}")
-        outcome = remote.caller.call(fn, arrays, ctx, num_rows=len(send))
+        outcome = remote.caller.call(fn, arrays, ctx, num_rows=len(send), in_pipe=True)
+        if outcome.unavailable is not None:
+            # The service's outage, not the rows': the whole file fails, whatever ON_ERROR says, so
+            # that none of it is loaded and REFRESH can send all of it again (docs/decisions.md).
+            raise FileLoadError(
+                f"{outcome.unavailable}. Once the service answers, ALTER PIPE {remote.pipe or '<pipe>'} "
+                "REFRESH loads this file again."
+            )
         for position in np.flatnonzero(outcome.errors.is_valid().to_numpy(zero_copy_only=False)):
             failed[int(send[position])] = str(outcome.errors[int(position)].as_py())
         values = outcome.values

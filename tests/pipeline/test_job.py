@@ -7,10 +7,11 @@ import pytest
 import redis
 
 from floe.catalog import Catalog, CopySpec, Pipe, Stage, StorageIntegration
+from floe.catalog.locations import refusal
 from floe.keys import Keys
 from floe.records import LoadOutcome, LoadTask, PipeResults, RowAppend
 from floe.settings import Settings
-from pipeline.job import channel_settles, refusal
+from pipeline.job import channel_settles
 
 pytestmark = pytest.mark.integration
 

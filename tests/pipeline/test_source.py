@@ -22,11 +22,12 @@ from hypothesis import strategies as st
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from bench.harness import unique
-from floe.catalog import ADMIN_ROLE, Catalog, CopySpec, Pipe
-from floe.catalog.models import new_id
+from floe.catalog import ADMIN_ROLE, Catalog, CopySpec, ExternalFunction, Pipe
+from floe.catalog.models import Column, new_id
+from floe.external import Breaker
 from floe.history import FileState, read_state
 from floe.keys import Keys
-from floe.settings import Settings
+from floe.settings import ExternalFunctionSettings, Settings
 from pipeline.source import FileStreamReader, fair_shares, rotation
 from services.auth import Principal
 from services.dedup import Deduper, FileRef
@@ -331,3 +332,40 @@ def test_spark_job_loads_a_later_pipe_while_a_backlog_waits(
         stale = list(redis_client.scan_iter(match=f"{settings.redis.prefix}:*", count=1000))
         for i in range(0, len(stale), 1000):
             redis_client.delete(*stale[i : i + 1000])
+
+
+@pytest.mark.integration
+def test_a_pipe_whose_service_breaker_is_open_waits_like_a_paused_one(
+    isolated_settings: Settings, redis_client: redis.Redis
+) -> None:
+    keys = Keys(isolated_settings.redis.prefix)
+    catalog = Catalog(redis_client, keys)
+    url = f"http://127.0.0.1:1/{unique('svc')}"
+    fn = ExternalFunction(
+        name="D.S.F(VARCHAR)",
+        function_name="D.S.F",
+        args=[Column(name="S", type="VARCHAR")],
+        returns=Column(name="F", type="VARCHAR"),
+        integration="I",
+        url=url,
+    )
+    catalog.put(fn)
+    calling, plain = create_pipes(redis_client, keys, 2)
+    calling = calling.model_copy(
+        update={"copy_spec": calling.copy_spec.model_copy(update={"functions": {"k0": fn.name}})}
+    )
+    catalog.put(calling)
+    enqueue(redis_client, keys, calling, ["c0", "c1"])
+    enqueue(redis_client, keys, plain, ["p0"])
+    breaker = Breaker(ExternalFunctionSettings(breaker_cooldown_s=600), redis_client, keys)
+    trip = breaker.trip(url, "batch b: no answer")
+
+    r = reader(isolated_settings, keys, 10)
+    start = r.initialOffset()
+    end = r.latestOffset(start, ReadMaxRows(10))
+    assert [row[1] for part in r.partitions(start, end) for row in r.read(part)] == ["p0"]
+    assert r.latestOffset(end, ReadMaxRows(10)) == end, "held back while the breaker is open"
+
+    breaker.close(url, trip)
+    later = r.latestOffset(end, ReadMaxRows(10))
+    assert sorted(row[1] for part in r.partitions(end, later) for row in r.read(part)) == ["c0", "c1"]

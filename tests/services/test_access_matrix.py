@@ -661,6 +661,14 @@ PIPES_AND_QUERIES = [
         grants=(on("OPERATE", "PIPE", "sales.raw.loader"),),
         fails=denied("Insufficient privileges to operate on pipe 'LOADER'"),
     ),
+    # REFRESH of an existing pipe lists its stage in S3, which the world has no bucket for; its
+    # OPERATE rule is tested with a real bucket in tests/services/test_pipe_refresh.py.
+    Row(
+        "ALTER PIPE REFRESH IF EXISTS, absent",
+        "ALTER PIPE IF EXISTS sales.raw.ghost REFRESH",
+        grants=INSIDE,
+        fails=unseen("Database 'SALES'"),
+    ),
     Row(
         "SELECT",
         "SELECT COUNT(*) AS n FROM sales.raw.orders",

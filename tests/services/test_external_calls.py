@@ -3,19 +3,25 @@ through the real query engine (DuckDB) and a real HTTP server on 127.0.0.1."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
+import redis
 from starlette.requests import Request
 from starlette.responses import Response
 
 from floe.catalog import ADMIN_ROLE, ApiIntegration, Column, ExternalFunction
 from floe.catalog.models import function_signature
 from floe.errors import SqlError
+from floe.external import Breaker
 from floe.external.remote import build_response
+from floe.keys import Keys
+from floe.settings import Settings
 from services.auth import Principal
 from services.sql import SqlExecutor
-from tests.floe.external.conftest import Recorder, app_of, json_response, running
+from tests.conftest import wait_until
+from tests.floe.external.conftest import Recorder, app_of, json_response, running, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -171,3 +177,67 @@ def test_context_headers_carry_the_session(engine_closed: SqlExecutor, service: 
     context = recorder.seen[-1].request.context
     assert context["CURRENT_USER"] == "FLOE_ADMIN"
     assert context["CURRENT_STATEMENT"] == "SELECT SHOUT('a') AS v"
+
+
+def test_the_statement_timeout_cuts_a_hanging_call_short(
+    isolated_settings: Settings, redis_client: redis.Redis[bytes]
+) -> None:
+    """DuckDB's interrupt cannot stop a Python function waiting on a socket: the call itself stops
+    at the statement's deadline. The service holds its answer until the query has returned, and
+    request_timeout_s is 120 s, so a query that returns at all was cut short by its deadline."""
+    recorder = Recorder()
+    gate = threading.Event()
+
+    async def handle(request: Request) -> Response:
+        await recorder.receive(request)
+        await wait_for(gate)
+        return Response(status_code=503)
+
+    settings = isolated_settings.model_copy(
+        update={
+            "query": isolated_settings.query.model_copy(update={"timeout_s": 0.5}),
+            "external_functions": isolated_settings.external_functions.model_copy(
+                update={"request_timeout_s": 120.0, "retry_timeout_s": 120.0}
+            ),
+        }
+    )
+    ex = SqlExecutor(settings, redis_client)
+    errors: list[Exception] = []
+
+    def query() -> None:
+        try:
+            rows(ex, "SELECT shout('a')")
+        except Exception as exc:  # noqa: BLE001 - the test checks what it was
+            errors.append(exc)
+
+    try:
+        with running(app_of(handle)) as url:
+            define(ex, url)
+            runner = threading.Thread(target=query)
+            runner.start()
+            try:
+                wait_until(lambda: not runner.is_alive(), 60, what="the query to return unanswered")
+            finally:
+                gate.set()  # the handler returns before its server stops
+                runner.join()
+        assert len(errors) == 1 and isinstance(errors[0], SqlError), errors
+        assert "statement timeout of 0.5 second" in str(errors[0])
+        assert recorder.requests == 1
+        assert Breaker(client=redis_client, keys=Keys(settings.redis.prefix)).state(url + "/shout") is None
+    finally:
+        ex.engine.close()
+
+
+def test_a_service_down_for_a_pipe_fails_queries_at_once(
+    engine_closed: SqlExecutor, service: tuple[str, Recorder], redis_client: redis.Redis[bytes]
+) -> None:
+    """The breaker is shared through Redis: tripped by a pipe's load (another process), it holds
+    the API's queries back too, without a request, until its cooldown ends."""
+    url, recorder = service
+    fn = define(engine_closed, url)
+    keys = Keys(engine_closed.settings.redis.prefix)
+    Breaker(engine_closed.settings.external_functions, redis_client, keys).trip(fn.url, "batch b: no answer")
+    with pytest.raises(SqlError, match=r"held back until .* UTC") as err:
+        rows(engine_closed, "SELECT shout('a')")
+    assert "it last failed at batch b: no answer" in str(err.value)
+    assert recorder.requests == 0

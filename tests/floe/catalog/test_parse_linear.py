@@ -65,6 +65,21 @@ CASES: dict[str, Callable[[int], str]] = {
     "drop, dots": lambda n: "DROP TABLE a" + " . a" * (n // 4),
     "alter pipe, spaces": lambda n: "ALTER PIPE a" + " " * n + "SET x",
     "alter pipe, long value": lambda n: "ALTER PIPE a SET PIPE_EXECUTION_PAUSED = " + "T" * n,
+    # ALTER PIPE ... REFRESH: the head regex, then the scanner over its options.
+    "alter pipe refresh, spaces": lambda n: "ALTER PIPE a REFRESH" + " " * n + "x",
+    "alter pipe refresh, spaces before REFRESH": lambda n: "ALTER PIPE a" + " " * n + "REFRESH x",
+    "alter pipe refresh, spaces inside IF EXISTS": lambda n: "ALTER PIPE IF" + " " * n + "EXISTS a REFRESH x",
+    "alter pipe refresh, long name": lambda n: "ALTER PIPE " + "a" * n + " REFRESH x",
+    "alter pipe refresh, dots": lambda n: "ALTER PIPE " + "a ." * (n // 3) + " REFRESH",
+    "alter pipe refresh, spaces around =": lambda n: (
+        "ALTER PIPE a REFRESH PREFIX" + " " * n + "=" + " " * n + "x"
+    ),
+    "alter pipe refresh, unterminated prefix": lambda n: "ALTER PIPE a REFRESH PREFIX = '" + "a" * n,
+    "alter pipe refresh, quote pairs": lambda n: "ALTER PIPE a REFRESH PREFIX = '" + "''" * (n // 2),
+    "alter pipe refresh, long timestamp": lambda n: "ALTER PIPE a REFRESH MODIFIED_AFTER = '" + "1" * n + "'",
+    "alter pipe refresh, long prefix then a word": lambda n: (
+        "ALTER PIPE a REFRESH PREFIX = '" + "a" * n + "' x"
+    ),
     "user, spaces": lambda n: "CREATE USER u" + " " * n + "x",
     "user, quote pairs": lambda n: "CREATE USER u COMMENT = '" + "''" * (n // 2),
     "user, open parenthesis": lambda n: "CREATE USER u COMMENT = (" + "a" * n,
@@ -313,6 +328,15 @@ REACHES: dict[str, str] = {
     "desc function, spaces before the types": "DESC FUNCTION expects the argument types in parentheses",
     "grant on function, spaced type list": "unsupported data type 'x'",
     "show external functions, spaces": "SHOW expects DATABASES, SCHEMAS",
+    "alter pipe refresh, spaces": "unexpected 'x'. ALTER PIPE ... REFRESH expects PREFIX = '<path>'",
+    "alter pipe refresh, spaces before REFRESH": "unexpected 'x'. ALTER PIPE ... REFRESH expects PREFIX",
+    "alter pipe refresh, spaces inside IF EXISTS": "unexpected 'x'. ALTER PIPE ... REFRESH expects PREFIX",
+    "alter pipe refresh, long name": "is too long (2000 characters); the maximum is 255",
+    "alter pipe refresh, spaces around =": "unexpected 'x'. ALTER PIPE ... REFRESH expects a quoted path",
+    "alter pipe refresh, unterminated prefix": "ALTER PIPE ... REFRESH expects a quoted path after PREFIX",
+    "alter pipe refresh, quote pairs": "unexpected '''. ALTER PIPE ... REFRESH expects PREFIX = '<path>'",
+    "alter pipe refresh, long timestamp": "invalid MODIFIED_AFTER '1111111111",
+    "alter pipe refresh, long prefix then a word": "unexpected 'x'. ALTER PIPE ... REFRESH expects PREFIX",
 }
 
 

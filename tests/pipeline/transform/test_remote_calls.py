@@ -23,6 +23,7 @@ from floe.catalog.models import (
     Table,
     function_signature,
 )
+from floe.errors import FileLoadError
 from floe.external import FunctionCaller, RemoteFunction
 from floe.external.remote import build_response
 from floe.records import LoadOutcome
@@ -89,6 +90,7 @@ def load(
     fns: dict[str, tuple[ExternalFunction, ApiIntegration]],
     caller: FunctionCaller,
     on_error: OnError = "CONTINUE",
+    **remote_options: Any,
 ) -> tuple[list[dict[str, Any]], LoadOutcome]:
     """Compile a COPY of a headerless CSV whose ``select`` calls ``fns`` (by the name as written),
     and load ``data`` through it."""
@@ -106,7 +108,8 @@ def load(
         functions={k: fn.name for k, (fn, _) in keys.items()},
     )
     compiled = compile_copy(copy, TABLE, "CSV", {k: fn for k, (fn, _) in keys.items()})
-    remote = RemoteCalls(caller, {k: RemoteFunction.of(fn, i) for k, (fn, i) in keys.items()}, "q-1")
+    functions = {k: RemoteFunction.of(fn, i) for k, (fn, i) in keys.items()}
+    remote = RemoteCalls(caller, functions, "q-1", **remote_options)
     raw = read_raw(data, compiled.file_format, path="f.csv")
     rows, result = apply_copy(compiled, raw, filename="f.csv", remote=remote)
     return rows.to_pylist(), result
@@ -162,3 +165,27 @@ def test_an_argument_that_does_not_convert_fails_its_row_unsent(
     assert rows == [{"ID": 1, "NAME": "41"}]
     assert result.first_error_line == 2 and "could not be converted" in (result.first_error or "")
     assert [a for s in recorder.seen for a in s.request.args] == [[41]]
+
+
+def test_a_service_that_does_not_answer_fails_the_whole_file_whatever_on_error_says() -> None:
+    """Decision 64: the outage is the service's, not the rows': under CONTINUE too, nothing of the
+    file loads (so REFRESH can send it all again), and the message says how."""
+    recorder = Recorder()
+
+    async def handle(request: Request) -> Response:
+        await recorder.receive(request)
+        return Response(status_code=503)
+
+    settings = FAST.model_copy(
+        update={"max_batch_rows": 1, "max_concurrency": 1, "pipe_retry_timeout_s": 0.2}
+    )
+    with running(app_of(handle)) as url, FunctionCaller(settings) as caller:
+        fns = {"SHOUT": function(url)}
+        with pytest.raises(FileLoadError) as failed:
+            load(["$1", "shout($2)"], b"1,ann\n2,bo\n", fns, caller, pipe="DB.PUBLIC.P")
+    message = failed.value.message
+    assert (
+        "no answer after" in message and "within external_functions.pipe_retry_timeout_s (0.2 s)" in message
+    )
+    assert message.endswith("Once the service answers, ALTER PIPE DB.PUBLIC.P REFRESH loads this file again.")
+    assert len(set(recorder.batch_ids)) == 1, "the file's other batch was not sent"
