@@ -18,7 +18,8 @@ STACK := $(PY) -m infra.stack
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: help deps venv localstack-install redis-install up down status services-up services-down \
-        run test chaos lint bench bench-smoke clean
+        run test chaos lint bench bench-smoke clean redis-cluster-up redis-cluster-down test-cluster \
+        cluster-up cluster-down
 
 help: ## list the targets
 	@echo "Floe make targets:"
@@ -77,6 +78,26 @@ services-up: deps ## start only LocalStack and Redis
 services-down: deps ## stop LocalStack and Redis if the stack started them
 	$(STACK) services-down
 
+# A local Redis Cluster of 3 primaries (infra/redis_cluster.py) on REDIS_CLUSTER_URL's port and the two
+# after it. `FLOE_REDIS__CLUSTER=true FLOE_REDIS__URL=<that URL> make up` runs the stack on it (and starts
+# it, if it is not running).
+REDIS_CLUSTER_URL ?= redis://127.0.0.1:7001/0
+REDIS_CLUSTER_ENV := FLOE_REDIS__CLUSTER=true FLOE_REDIS__URL=$(REDIS_CLUSTER_URL)
+
+redis-cluster-up: venv redis-install ## start a local Redis Cluster of 3 primaries (ports 7001-7003)
+	$(REDIS_CLUSTER_ENV) $(STACK) up redis
+
+redis-cluster-down: venv redis-install ## stop the local Redis Cluster (its data stays in .floe/redis-cluster)
+	$(REDIS_CLUSTER_ENV) $(STACK) down redis
+
+# A Spark standalone cluster on this machine (infra/spark_cluster.py): a master on 127.0.0.1:7077 and two
+# workers of one core each. `FLOE_PIPELINE__SPARK_MASTER=spark://127.0.0.1:7077 make up` runs the job on it.
+cluster-up: venv ## start a Spark standalone master and two workers on 127.0.0.1 (spark://127.0.0.1:7077)
+	$(PY) -m infra.spark_cluster up
+
+cluster-down: venv ## stop the Spark standalone cluster
+	$(PY) -m infra.spark_cluster down
+
 # Ctrl-C reaches `floe demo` (the parts run in their own sessions); the INT trap turns it into an exit,
 # and the EXIT trap stops the stack in order whichever way the recipe ends.
 run: deps ## the demo: start the stack, load sample files, follow until Ctrl-C, then stop the stack
@@ -93,7 +114,17 @@ test: deps lint ## lint, every test but the volume ones, then a smoke run of the
 	@record="$(STATE_DIR)/run/test-services.txt"; \
 	$(STACK) services-up --record "$$record" || exit $$?; \
 	trap '$(STACK) services-down --recorded "$$record"' EXIT; trap 'exit 130' INT TERM; \
-	$(VENV)/bin/pytest -m "not volume" --durations=15 tests && $(PY) -m bench.run --smoke
+	$(VENV)/bin/pytest -m "not volume and not spark_cluster" --durations=15 tests && $(PY) -m bench.run --smoke
+
+# The tests marked `cluster` (tests/infra/conftest.py marks the e2e ones): Floe's steps on a real
+# cluster, and the auto-ingest, REST and kill tests with the whole stack on it; and those marked
+# `spark_cluster`: the job on a Spark standalone cluster (tests/e2e/test_spark_cluster.py). Services as in `test`.
+test-cluster: deps ## the e2e auto-ingest, REST and kill tests on a local Redis Cluster, and the job on a Spark cluster
+	@export $(REDIS_CLUSTER_ENV); \
+	record="$(STATE_DIR)/run/cluster-services.txt"; \
+	$(STACK) services-up --record "$$record" || exit $$?; \
+	trap '$(STACK) services-down --recorded "$$record"' EXIT; trap 'exit 130' INT TERM; \
+	$(VENV)/bin/pytest -m "cluster or spark_cluster" --durations=10 tests
 
 chaos: deps ## run the fault-injection tests (kills and restarts) and the volume tests (-rP: their printed figures)
 	@record="$(STATE_DIR)/run/chaos-services.txt"; \

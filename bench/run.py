@@ -22,6 +22,9 @@ Parts (--only takes a comma-separated list of them):
   external       external functions (bench/external.py): SELECT SUM(bench_echo(id)) over N rows,
                  the function a trivial echo service in a process of its own, against SELECT
                  SUM(id); rows/s of each, their ratio, batches/s and the concurrency reached.
+  query_memory   queries over a 2 GB table (bench/query_memory.py): the API's peak RSS and the times
+                 of COUNT(*), a GROUP BY, SELECT * LIMIT 10 and a full scan. Several minutes, so a
+                 smoke run leaves it out unless --only names it.
   Aliases: throughput = floe,limit,peer; memory = floe; all = every part.
 
 LocalStack and Redis are started when they do not answer yet (and stopped again afterwards), at
@@ -75,6 +78,7 @@ from bench.harness import FLOE_PROCESSES, FloeStack, Resources, isolated_setting
 from bench.latency import run_latency
 from bench.memory import MemorySampler
 from bench.notifications import run_notifications
+from bench.query_memory import RSS_TARGET_MB, run_query_memory
 from bench.report import evaluate, machine, missing_figures, rate_text, ratios, render, versions
 from bench.streaming import (
     APPEND_ROWS,
@@ -105,7 +109,10 @@ PARTS: tuple[str, ...] = (
     "rest",
     "streaming",
     "external",
+    "query_memory",
 )
+SMOKE_SKIPS: frozenset[str] = frozenset({"query_memory"})
+"""Parts a smoke run leaves out unless --only names them (each takes minutes even at its size)."""
 ALIASES: dict[str, tuple[str, ...]] = {
     "throughput": ("floe", "limit", "peer"),
     "memory": ("floe",),
@@ -123,6 +130,7 @@ STACK_PHASES = frozenset(
         *(f"streaming_{channel_label(n)}" for n in CHANNEL_COUNTS),
         "streaming_latency",
         "external",
+        "query_memory",
     }
 )
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -146,6 +154,8 @@ FULL: dict[str, Any] = {
     "stream_append_rows": 50,
     "external_rows": 1_000_000,
     "external_repeats": 3,
+    "query_table_mb": 2048,
+    "query_repeats": 3,
     "out": RESULTS_DIR / "latest.json",
     "overlap": False,
     "warmup": True,
@@ -164,6 +174,8 @@ SMOKE: dict[str, Any] = {
     "stream_repeats": 1,
     "stream_seconds": 5.0,
     "external_rows": 20_000,
+    "query_table_mb": 64,
+    "query_repeats": 1,
     "out": RESULTS_DIR / "smoke.json",
     "overlap": True,
     "warmup": True,
@@ -206,7 +218,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p.add_argument("--smoke", action="store_true", help="tiny sizes, under a minute; writes smoke.json")
     p.add_argument(
-        "--only", type=parse_parts, default=set(PARTS), metavar="PARTS", help="parts to run (default all)"
+        "--only",
+        type=parse_parts,
+        metavar="PARTS",
+        help=f"parts to run (default all; a smoke run all but {', '.join(sorted(SMOKE_SKIPS))})",
     )
     p.add_argument(
         "--out", type=Path, help="JSON result file (full: bench/results/latest.json, smoke: smoke.json)"
@@ -286,6 +301,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help=f"timed runs of the function query and of its baseline {sizes('external_repeats')}",
     )
+    g = p.add_argument_group("queries with bounded memory")
+    g.add_argument(
+        "--query-table-mb", type=int, help=f"size of the queried table as CSV, MB {sizes('query_table_mb')}"
+    )
+    g.add_argument("--query-repeats", type=int, help=f"runs of each query {sizes('query_repeats')}")
     g = p.add_argument_group("housekeeping")
     g.add_argument(
         "--keep", action="store_true", help="keep the run's state dir, buckets, queues and Redis keys"
@@ -304,6 +324,8 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
     for key, value in defaults.items():
         if getattr(args, key, None) is None:
             setattr(args, key, value)
+    if args.only is None:
+        args.only = set(PARTS) - (SMOKE_SKIPS if args.smoke else set())
     return args
 
 
@@ -423,6 +445,11 @@ class Run:
                 "bench/echo_service.py",
                 "query_timeout_s": self.settings.query.timeout_s,
             },
+            "query_memory": {
+                "table_csv_mb": a.query_table_mb,
+                "repeats": a.query_repeats,
+                "rss_target_mb": RSS_TARGET_MB,
+            },
             "spark_master": self.base.pipeline.spark_master,
             "pipeline_partitions": self.base.pipeline.partitions,
             "overlap": a.overlap,
@@ -457,7 +484,9 @@ class Run:
         harness works.
         """
         a = self.args
-        need_stack = bool(self.parts & {"floe", "latency", "notifications", "rest", "streaming", "external"})
+        need_stack = bool(
+            self.parts & {"floe", "latency", "notifications", "rest", "streaming", "external", "query_memory"}
+        )
         dataset = self.dataset(progress) if self.parts & {"floe", "limit", "peer"} else None
         rows = self.stream_data(progress) if "streaming" in self.parts else None
         if a.overlap and need_stack:
@@ -504,6 +533,8 @@ class Run:
             self.streaming(progress, rows)
         if "external" in self.parts:
             self.external(progress)
+        if "query_memory" in self.parts:
+            self.query_memory(progress)
         if not a.overlap:
             self.apart(progress, apart)
 
@@ -816,6 +847,29 @@ class Run:
                 f"{base['rows_per_s']:,.0f} without ({fn['batches_per_s']:,.0f} batches/s of "
                 f"{fn['rows_per_batch']:,.0f} rows, up to {fn['max_concurrency']} in flight)"
             )
+
+    def query_memory(self, progress: Progress) -> None:
+        """The API's peak RSS and the query times over a 2 GB table (bench/query_memory.py)."""
+        a = self.args
+        bars = _Bars(progress, lambda label: f"query memory: {label}")
+        out = self.phase(
+            "query_memory",
+            progress,
+            run_query_memory,
+            self.stack,
+            a.query_table_mb * 1024 * 1024,
+            a.query_repeats,
+            on_progress=bars.update,
+        )
+        bars.close()
+        if out:
+            self.result["figures"]["query_memory"] = out
+            for name, q in out["queries"].items():
+                mark = "[green]✓[/]" if q["met"] else "[yellow]![/]"
+                progress.console.print(
+                    f"{mark} query memory {name}: API peak RSS {q['peak_rss_mb']:,.0f} MB, "
+                    f"{q['median_s']:.2f} s (first {q['first_s']:.2f} s)"
+                )
 
     def shutdown(self, interrupted: bool) -> None:
         """Stop the Floe processes and remove what the run created (unless --keep)."""

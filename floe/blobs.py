@@ -8,6 +8,11 @@ swapped to another name or table does not decrypt. The master key comes from a K
 real KMS can implement later. Blob statistics (min, max, null count, max length) are sealed with a
 key derived from the master key, bound to the blob's name too, and go into the manifest so queries
 can skip blobs without opening them.
+
+Blobs are written in row groups of about ``ROW_GROUP_BYTES`` decoded. Parquet's modular encryption
+seals every page and the footer separately, so a reader needs no more than the footer and the row
+group it reads: ``open_blob`` decrypts the footer (checking the blob's identity) and then reads one
+row group, or one batch of rows, at a time, each with Parquet's own statistics for pruning.
 """
 
 from __future__ import annotations
@@ -49,6 +54,16 @@ _STATS_AAD = b"floe/manifest-stats/v1\x00"
 _CONF_BLOB = "floe.blob"
 # Opened statistics kept per BlobCrypto: the query engine opens every manifest entry on each query.
 _OPENED_STATS_MAX = 100_000
+
+ROW_GROUP_BYTES = 16 * 1024 * 1024
+"""Decoded bytes a blob's row group aims at: what a query reads, decodes and prunes as one unit."""
+# pyarrow's own default; more rows per group only make the unit a query must hold larger.
+_MAX_GROUP_ROWS = 1024 * 1024
+# Rows a reader decodes at a time: about this many bytes, within DuckDB-friendly bounds (a DuckDB
+# vector is 2,048 rows).
+_BATCH_BYTES = 4 * 1024 * 1024
+_MIN_BATCH_ROWS = 2048
+_MAX_BATCH_ROWS = 64 * 1024
 
 
 class BlobIdentityError(TerminalError):
@@ -268,15 +283,31 @@ class BlobMeta:
         return entry
 
 
+def row_group_rows(table: pa.Table, target_bytes: int = ROW_GROUP_BYTES) -> int:
+    """Rows per row group so that one group of ``table`` decodes to about ``target_bytes``."""
+    if table.num_rows == 0:
+        return _MAX_GROUP_ROWS
+    per_row = max(1, int(table.nbytes) // int(table.num_rows))
+    return max(1, min(_MAX_GROUP_ROWS, target_bytes // per_row))
+
+
 def write_blob(
-    table: pa.Table, fs: pafs.FileSystem, path: str, crypto: BlobCrypto, *, name: str, files: list[str]
+    table: pa.Table,
+    fs: pafs.FileSystem,
+    path: str,
+    crypto: BlobCrypto,
+    *,
+    name: str,
+    files: list[str],
+    row_group_bytes: int = ROW_GROUP_BYTES,
 ) -> BlobMeta:
-    """Write one encrypted blob, its data key bound to ``name``. S3 makes the object visible only
-    when the upload completes, and the name is deterministic, so a replay overwrites the same object
-    instead of adding one."""
+    """Write one encrypted blob, its data key bound to ``name``, in row groups of about
+    ``row_group_bytes`` decoded. S3 makes the object visible only when the upload completes, and the
+    name is deterministic, so a replay overwrites the same object instead of adding one."""
     sink = pa.BufferOutputStream()
+    rows = row_group_rows(table, row_group_bytes)
     with crypto.encrypting(name) as properties:
-        pq.write_table(table, sink, compression="zstd", encryption_properties=properties)
+        pq.write_table(table, sink, compression="zstd", encryption_properties=properties, row_group_size=rows)
     buf = sink.getvalue()
     with fs.open_output_stream(path) as out:
         out.write(buf)
@@ -306,6 +337,88 @@ def read_blob(fs: pafs.FileSystem, path: str, crypto: BlobCrypto, *, name: str |
     blob = name if name is not None else blob_name_of(path)
     with fs.open_input_file(path) as f, crypto.decrypting(blob) as properties:
         return pq.read_table(f, decryption_properties=properties)
+
+
+def row_group_stats(metadata: pq.FileMetaData, group: int) -> dict[str, dict[str, Any]]:
+    """A row group's statistics from the Parquet footer, in the manifest's shape (``column_stats``
+    through JSON): per column ``null_count`` and, when Parquet kept them, ``min`` and ``max``.
+
+    Parquet leaves NaN out of min/max and keeps no min/max for a value longer than its limit (never a
+    truncated one), as the manifest's statistics do for NaN; a reader prunes on both alike.
+    """
+    rg = metadata.row_group(group)
+    out: dict[str, dict[str, Any]] = {}
+    for c in range(rg.num_columns):
+        chunk = rg.column(c)
+        stats = chunk.statistics
+        if stats is None:
+            continue
+        entry: dict[str, Any] = {}
+        if stats.has_null_count:
+            entry["null_count"] = stats.null_count
+        if stats.has_min_max:
+            entry["min"] = _jsonable(stats.min)
+            entry["max"] = _jsonable(stats.max)
+        out[chunk.path_in_schema] = entry
+    return out
+
+
+def batch_rows(metadata: pq.FileMetaData, group: int) -> int:
+    """Rows to decode at a time from a row group: about ``_BATCH_BYTES`` of its columns."""
+    rg = metadata.row_group(group)
+    per_row = max(1, int(rg.total_byte_size) // max(1, int(rg.num_rows)))
+    return max(_MIN_BATCH_ROWS, min(_MAX_BATCH_ROWS, _BATCH_BYTES // per_row))
+
+
+class OpenedBlob:
+    """One blob opened for reading by row group: its footer is decrypted (which checks the blob's
+    identity), its pages are fetched and decrypted only as a row group is read."""
+
+    def __init__(self, name: str, source: pa.NativeFile, parquet: pq.ParquetFile) -> None:
+        self.name = name
+        self._source = source
+        self._parquet = parquet
+
+    @property
+    def metadata(self) -> pq.FileMetaData:
+        """The decrypted footer: row groups, their sizes and statistics."""
+        return self._parquet.metadata
+
+    def decoded_bytes(self) -> int:
+        """Parquet's uncompressed size of every row group: about what reading all of it holds."""
+        md = self.metadata
+        return sum(md.row_group(g).total_byte_size for g in range(md.num_row_groups))
+
+    def read_group(self, group: int) -> pa.Table:
+        """Every column of one row group."""
+        return self._parquet.read_row_group(group)
+
+    def batches(self, group: int, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """One row group's ``columns``, a batch of rows (``batch_rows``) at a time. Only the row
+        group's column chunks are fetched (``pre_buffer`` coalesces them into few reads) and only one
+        batch is decoded at a time."""
+        rows = batch_rows(self.metadata, group)
+        yield from self._parquet.iter_batches(batch_size=rows, row_groups=[group], columns=columns)
+
+    def close(self) -> None:
+        """Release the object's handle (and any read-ahead it holds)."""
+        self._source.close()
+
+
+def open_blob(fs: pafs.FileSystem, path: str, crypto: BlobCrypto, *, name: str | None = None) -> OpenedBlob:
+    """Open one blob for reading by row group; its footer is read and decrypted here, so a blob
+    that is not ``name`` (by default the path after the bucket) raises BlobIdentityError now."""
+    blob = name if name is not None else blob_name_of(path)
+    source = fs.open_input_file(path)
+    try:
+        with crypto.decrypting(blob) as properties:
+            # The data key is unwrapped while the footer is read, inside the block; the file's
+            # decryptor keeps it for the row groups read later.
+            parquet = pq.ParquetFile(source, decryption_properties=properties, pre_buffer=True)
+    except BaseException:
+        source.close()
+        raise
+    return OpenedBlob(blob, source, parquet)
 
 
 def crypto_from_settings(key_id: str, key: bytes) -> BlobCrypto:

@@ -22,9 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-import redis
-
-from floe.keys import Keys
+from floe.keys import Keys, RedisClient, one_slot
 from floe.records import RowAppend
 from floe.streaming.protocol import ChannelStatus, Code, ContinuationToken
 
@@ -160,7 +158,7 @@ class PipeRef:
 class ChannelStore:
     """The channel steps of the API, over one Redis client."""
 
-    def __init__(self, client: redis.Redis[bytes], keys: Keys, max_pending_bytes: int) -> None:
+    def __init__(self, client: RedisClient, keys: Keys, max_pending_bytes: int) -> None:
         self._r = client
         self._keys = keys
         self._max_pending = max_pending_bytes
@@ -173,10 +171,12 @@ class ChannelStore:
     ) -> Opened:
         """Create the channel or reopen it: a new client sequencer, which fences the old writer."""
         k = self._keys
+        keys = [k.channel(ref.pipe_id, channel), k.channels(ref.pipe_id)]
+        one_slot(keys, "channel open script")
         out = cast(
             list[Any],
             self._open(
-                keys=[k.channel(ref.pipe_id, channel), k.channels(ref.pipe_id)],
+                keys=keys,
                 args=[
                     channel,
                     now_ms,
@@ -210,15 +210,12 @@ class ChannelStore:
         data_key = k.row_data(
             ref.pipe_id, channel, token.incarnation, token.client_sequencer, token.row_sequencer
         )
+        keys = [k.channel(ref.pipe_id, channel), k.rows(ref.pipe_id), data_key, k.channels(ref.pipe_id)]
+        one_slot(keys, "channel append script")
         out = cast(
             list[Any],
             self._append(
-                keys=[
-                    k.channel(ref.pipe_id, channel),
-                    k.rows(ref.pipe_id),
-                    data_key,
-                    k.channels(ref.pipe_id),
-                ],
+                keys=keys,
                 args=[
                     channel,
                     token.incarnation,
@@ -241,8 +238,10 @@ class ChannelStore:
     def drop(self, ref: PipeRef, channel: str, fail_on_uncommitted: bool) -> bool:
         """Forget the channel and its offsets; False when there was none."""
         k = self._keys
+        keys = [k.channel(ref.pipe_id, channel), k.channels(ref.pipe_id)]
+        one_slot(keys, "channel drop script")
         out = self._drop(
-            keys=[k.channel(ref.pipe_id, channel), k.channels(ref.pipe_id)],
+            keys=keys,
             args=[channel, "1" if fail_on_uncommitted else "0"],
         )
         if isinstance(out, list):
@@ -302,6 +301,6 @@ def _status(ref: PipeRef, name: str, h: dict[str, str]) -> ChannelStatus:
     )
 
 
-def channel_state(client: redis.Redis[bytes], keys: Keys, pipe_id: str, name: str) -> dict[str, str]:
+def channel_state(client: RedisClient, keys: Keys, pipe_id: str, name: str) -> dict[str, str]:
     """A channel's raw state hash (tests and SHOW CHANNELS)."""
     return {a.decode(): b.decode() for a, b in client.hgetall(keys.channel(pipe_id, name)).items()}

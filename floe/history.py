@@ -10,10 +10,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-import redis
 from pydantic import BaseModel
 
-from floe.keys import Keys
+from floe.keys import Keys, RedisClient, one_slot
 
 Status = Literal["LOAD_IN_PROGRESS", "LOADED", "LOAD_FAILED", "PARTIALLY_LOADED"]
 
@@ -76,21 +75,23 @@ class FileState(BaseModel):
         return self.status != "LOAD_IN_PROGRESS"
 
 
-def read_states(client: redis.Redis[bytes], keys: Keys, pipe_id: str, since_ms: int = 0) -> list[FileState]:
+def read_states(client: RedisClient, keys: Keys, pipe_id: str, since_ms: int = 0) -> list[FileState]:
     """Every file state of a pipe received at or after ``since_ms``, oldest first."""
     paths = client.zrangebyscore(keys.history(pipe_id), since_ms, "+inf")
     return states_of(client, keys, pipe_id, [p.decode() for p in paths])
 
 
-def states_of(client: redis.Redis[bytes], keys: Keys, pipe_id: str, paths: list[str]) -> list[FileState]:
+def states_of(client: RedisClient, keys: Keys, pipe_id: str, paths: list[str]) -> list[FileState]:
     """The states of these paths, in their order; paths Floe no longer remembers are left out."""
     if not paths:
         return []
-    values = client.mget([keys.file(pipe_id, p) for p in paths])
+    names = [keys.file(pipe_id, p) for p in paths]
+    one_slot(names, "MGET of file states")
+    values = client.mget(names)
     return [FileState.model_validate_json(v) for v in values if v is not None]
 
 
-def read_state(client: redis.Redis[bytes], keys: Keys, pipe_id: str, path: str) -> FileState | None:
+def read_state(client: RedisClient, keys: Keys, pipe_id: str, path: str) -> FileState | None:
     """The state of one (pipe, path), if Floe remembers it."""
     raw = client.get(keys.file(pipe_id, path))
     return FileState.model_validate_json(raw) if raw else None

@@ -2,12 +2,28 @@
 
 Keys that one atomic step touches share a hash tag (``{...}``) so the same scripts run on Redis
 Cluster: the catalog lives under ``{catalog}``; everything about one pipe incarnation (its queue,
-file states, load history, committed blobs and batch markers) lives under ``{p:<pipe id>}``.
+file states, load history, committed blobs and batch markers) lives under ``{p:<pipe id>}``; the
+circuit breakers under ``{breakers}``; process heartbeats under ``{proc}``.
+
+Every Lua script, MULTI and multi-key command passes its keys through :func:`one_slot` first. On a
+Redis Cluster a step over two slots fails anyway; on a single Redis it would work, so with
+``redis.check_slots`` on (the tests turn it on) ``one_slot`` refuses it there too, and a step that
+could not run on a cluster fails every test that takes it.
+
+:class:`RedisClient` is the part of redis-py's client that Floe uses, which ``redis.Redis`` and
+``redis.cluster.RedisCluster`` both answer; ``RedisSettings.client()`` returns one or the other.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Protocol
+
+from redis.cluster import RedisCluster
+from redis.commands.core import Script
+from redis.crc import key_slot
 
 
 @dataclass(frozen=True)
@@ -96,3 +112,158 @@ class Keys:
     def heartbeat(self, component: str) -> str:
         """Hash of live processes of a component -> last heartbeat (ms)."""
         return f"{self.prefix}:{{proc}}:{component}"
+
+
+# -- one slot per step ---------------------------------------------------------------------------
+
+
+class SlotError(AssertionError):
+    """A step's keys lie in more than one Redis Cluster slot: a bug in the key layout or a caller."""
+
+
+_checking = False
+
+
+def check_slots() -> None:
+    """Make :func:`one_slot` refuse multi-slot steps in this process from now on.
+
+    ``RedisSettings.client()`` calls it when ``redis.check_slots`` is set, so every process of a
+    test stack (they inherit the setting) checks its own steps.
+    """
+    global _checking
+    _checking = True
+
+
+def checking_slots() -> bool:
+    """Whether :func:`one_slot` refuses multi-slot steps in this process."""
+    return _checking
+
+
+def slot(key: str | bytes) -> int:
+    """The Redis Cluster slot of a key: CRC16 of its hash tag (or of the whole key without one)."""
+    return key_slot(key.encode() if isinstance(key, str) else key)
+
+
+def one_slot(keys: Iterable[str | bytes], step: str) -> None:
+    """Refuse a step whose keys lie in more than one cluster slot, when checking is on.
+
+    ``step`` names the script or command for the message. Checking costs a CRC16 per key, so it is
+    off unless ``redis.check_slots`` turned it on (the tests do).
+    """
+    if not _checking:
+        return
+    slots: dict[int, str | bytes] = {}
+    for key in keys:
+        slots.setdefault(slot(key), key)
+        if len(slots) > 1:
+            first, second = list(slots.values())
+            raise SlotError(
+                f"{step} touches keys of two Redis Cluster slots ({first!r} and {second!r}); "
+                "every key of one atomic step must share a hash tag (floe/keys.py)"
+            )
+
+
+def scan_keys(client: RedisClient, pattern: str, count: int = 1000) -> Iterator[bytes]:
+    """Every key matching ``pattern``, on every primary of a cluster.
+
+    redis-py's cluster client sends a SCAN to every primary by default; naming them here keeps it
+    so whatever its defaults become. Every primary, not just the one owning the pattern's tag:
+    while a slot migrates, its keys lie on two nodes.
+    """
+    if isinstance(client, RedisCluster):
+        return iter(client.scan_iter(match=pattern, count=count, target_nodes=RedisCluster.PRIMARIES))
+    return client.scan_iter(match=pattern, count=count)
+
+
+# -- the client surface --------------------------------------------------------------------------
+
+
+class RedisPipeline(Protocol):
+    """A pipeline or transaction (MULTI, WATCH) of :class:`RedisClient`; commands queue until
+    ``execute``, and answer at once while WATCHing. A cluster's pipeline refuses multi-key
+    commands such as MGET, so none is here."""
+
+    def __enter__(self) -> RedisPipeline: ...
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None, /
+    ) -> None: ...
+
+    def watch(self, *names: str) -> bool: ...
+
+    def multi(self) -> None: ...
+
+    def execute(self) -> list[Any]: ...
+
+    def get(self, name: str) -> Any: ...
+
+    def delete(self, *names: str) -> Any: ...
+
+    def incr(self, name: str) -> Any: ...
+
+    def hget(self, name: str, key: str) -> Any: ...
+
+    def hgetall(self, name: str) -> Any: ...
+
+    def hset(self, name: str, key: str, value: str) -> Any: ...
+
+    def hsetnx(self, name: str, key: str, value: str) -> Any: ...
+
+    def hdel(self, name: str, *keys: str) -> Any: ...
+
+    def sadd(self, name: str, *values: str) -> Any: ...
+
+    def xrange(self, name: str, min: str = "-", max: str = "+", count: int | None = None) -> Any: ...
+
+    def xlen(self, name: str) -> Any: ...
+
+
+class RedisClient(Protocol):
+    """The commands Floe sends, which a single Redis (``redis.Redis``) and a Redis Cluster
+    (``redis.cluster.RedisCluster``) both answer. Multi-key commands, scripts and transactions
+    keep to one slot (:func:`one_slot`). A cluster spreads the keys over its nodes, so KEYS is not
+    here, and Floe's own SCANs go through :func:`scan_keys`, which names every primary."""
+
+    def ping(self) -> Any: ...
+
+    def info(self, section: str) -> Mapping[str, Any]: ...
+
+    def close(self) -> None: ...
+
+    def pipeline(self, transaction: bool) -> RedisPipeline: ...
+
+    def register_script(self, script: str) -> Script: ...
+
+    def scan_iter(self, match: str, count: int) -> Iterator[bytes]: ...
+
+    def get(self, name: str) -> bytes | None: ...
+
+    def mget(self, keys: list[str]) -> list[bytes | None]: ...
+
+    def exists(self, *names: str) -> int: ...
+
+    def delete(self, *names: str | bytes) -> int: ...
+
+    def unlink(self, *names: str | bytes) -> int: ...
+
+    def hgetall(self, name: str) -> dict[bytes, bytes]: ...
+
+    def hmget(self, name: str, keys: list[str]) -> list[bytes | None]: ...
+
+    def hkeys(self, name: str) -> list[bytes]: ...
+
+    def smembers(self, name: str) -> set[bytes]: ...
+
+    def srem(self, name: str, *values: str) -> int: ...
+
+    def zrange(self, name: str, start: int, end: int) -> list[bytes]: ...
+
+    def zrangebyscore(self, name: str, min: int | str, max: int | str) -> list[bytes]: ...
+
+    def zcard(self, name: str) -> int: ...
+
+    def xrange(self, name: str, min: str = "-", max: str = "+", count: int | None = None) -> Any: ...
+
+    def xlen(self, name: str) -> int: ...
+
+    def xtrim(self, name: str, *, minid: str, approximate: bool) -> Any: ...

@@ -10,11 +10,14 @@ import base64
 import json
 import secrets
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, cast
 
 import redis
-from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from redis.cluster import RedisCluster
+
+from floe.keys import RedisClient, check_slots
 
 
 class _Section(BaseModel):
@@ -49,6 +52,25 @@ class RedisSettings(_Section):
     """Password of ``username``; if unset, read from ``password_file`` when that file exists."""
     password_file: str = ".floe/redis.password"
     """File (mode 0600) holding the password; the stack creates it when it first starts Redis."""
+    cluster: bool = False
+    """``url`` names one node of a Redis Cluster: every client is a ``redis.cluster.RedisCluster``,
+    which finds the other nodes and sends each key to the node that owns its slot. The stack then
+    starts (``make up``) and stops a local cluster of three primaries, ``url``'s port and the two after it."""
+    check_slots: bool = False
+    """Refuse every Lua script, transaction and multi-key command whose keys lie in more than one
+    cluster slot, even on a single Redis (``floe.keys.one_slot``). The tests turn it on, so a step that
+    could not run on a Redis Cluster fails them; it costs a CRC16 per key."""
+
+    @field_validator("prefix")
+    @classmethod
+    def _no_braces(cls, prefix: str) -> str:
+        # A brace in the prefix would make it the hash tag of every key (the first {...} decides),
+        # putting every pipe on one cluster slot, or splitting the keys of one step over several.
+        if "{" in prefix or "}" in prefix:
+            raise ValueError(
+                "the Redis key prefix must not contain { or }: Floe's keys put their hash tag there"
+            )
+        return prefix
 
     def resolve_password(self) -> str | None:
         """The password to sign in with, or None when Redis needs none."""
@@ -59,12 +81,20 @@ class RedisSettings(_Section):
         except FileNotFoundError:
             return None
 
-    def client(self, **options: Any) -> redis.Redis[bytes]:
-        """A client of this Redis, signed in when a password is known. Options go to redis-py."""
+    def client(self, **options: Any) -> RedisClient:
+        """A client of this Redis (a ``RedisCluster`` when ``cluster`` is set), signed in when a
+        password is known. Options go to redis-py. A cluster client asks ``url``'s node for the
+        cluster's layout at once, so it raises (``RedisClusterException``) when none answers."""
+        if self.check_slots:
+            check_slots()
         password = self.resolve_password()
         if password is not None:
             options.setdefault("username", self.username)
             options.setdefault("password", password)
+        if self.cluster:
+            # redis-stubs types RedisCluster apart from Redis (and without its script commands, which
+            # it has); it answers every command of RedisClient.
+            return cast(RedisClient, RedisCluster.from_url(self.url, **options))
         return redis.Redis.from_url(self.url, **options)
 
 
@@ -75,8 +105,12 @@ class ApiSettings(_Section):
     """Interface to bind; loopback unless you mean to expose it."""
     port: int = 8080
     """TCP port of the API."""
-    query_cache_bytes: int = 1 << 30
-    """Upper bound on decrypted blobs kept in memory for queries."""
+    query_cache_bytes: int = 256 * 1024 * 1024
+    """Upper bound on the decoded blobs the query engine keeps in memory (an LRU cache), counted as
+    the Arrow buffers they hold; 0 turns the cache off."""
+    query_cache_blob_bytes: int = 16 * 1024 * 1024
+    """Largest blob, decoded, that the query cache keeps. A larger one is streamed from S3 a row group
+    at a time by every query that reads it, and never held whole."""
     max_body_bytes: int = 16 * 1024 * 1024
     """Largest request body accepted; enforced while reading, after authentication (413 past it)."""
     body_timeout_s: float = 30.0
@@ -116,7 +150,9 @@ class QuerySettings(_Section):
     timeout_s: float = 60.0
     """A query running longer is interrupted and fails with a timeout error."""
     memory_limit: str = "2GB"
-    """DuckDB memory_limit of one query's connection."""
+    """DuckDB memory_limit of one query's connection. Tables are streamed into DuckDB, so a query
+    holds this at most plus about a row group per table it is reading (and the shared query cache,
+    ``api.query_cache_bytes``), whatever the tables' sizes."""
     threads: int = 2
     """DuckDB threads of one query's connection."""
     max_result_rows: int = 100_000
@@ -146,7 +182,13 @@ class PipelineSettings(_Section):
     """The Spark Structured Streaming job."""
 
     spark_master: str = "local[2]"
-    """Spark master URL."""
+    """Spark master URL: ``local[n]``, or a standalone cluster's ``spark://host:7077``."""
+    spark_driver_host: str = "127.0.0.1"
+    """Address a cluster's executors reach the job's driver at (this host's address on a network;
+    loopback for a cluster on this machine, ``make cluster-up``)."""
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+    """Extra Spark properties for the job's session, e.g. a cluster's ``spark.executor.memory`` or
+    ``spark.cores.max`` (FLOE_PIPELINE__SPARK_CONF='{"spark.cores.max": "2"}')."""
     checkpoint_dir: str = ".floe/checkpoints/pipeline"
     """Streaming checkpoint directory (offsets and commits of the query)."""
     trigger_interval_ms: int = 250

@@ -8,7 +8,8 @@ The stack has five parts, started in this order and stopped in the reverse order
   ``settings.redis.username``, whose password the first start generates into
   ``settings.redis.password_file`` (0600). The password reaches redis-server through a config file
   that holds only its SHA-256, never through a command line, and the clients through
-  ``settings.redis.client()``;
+  ``settings.redis.client()``. With ``FLOE_REDIS__CLUSTER=true`` it is a local Redis Cluster of
+  three primaries instead (``infra/redis_cluster.py``), signed in the same way;
 * ``api``, ``consumer``, ``pipeline``: the Floe processes, ``.venv/bin/floe <name>``.
 
 Each part runs detached in its own session. That way a Ctrl-C in the terminal that started it does not
@@ -59,6 +60,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import redis
+from redis.exceptions import RedisClusterException
 from rich.console import Console
 from rich.table import Table
 
@@ -66,6 +68,7 @@ from floe.keypair import create_private_file
 from floe.runtime import OWNER_ONLY_UMASK, private_dir, private_files
 from floe.settings import RedisSettings, Settings
 from floe.tls import TlsError, api_base_url, client_ssl_context, ensure_tls
+from infra import redis_cluster
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO_ROOT / ".venv" / "bin"
@@ -216,7 +219,11 @@ def _redis_answer(settings: RedisSettings) -> str:
     "refused" means a Redis answers but not to Floe's credentials (wrong, missing or unexpected
     password), which is worth a precise error rather than "nothing answers".
     """
-    client = settings.client(socket_timeout=1.0, socket_connect_timeout=1.0)
+    try:
+        # A cluster client asks for the cluster's layout as it is made, so making it can fail too.
+        client = settings.client(socket_timeout=1.0, socket_connect_timeout=1.0)
+    except RedisClusterException:
+        return "none"
     try:
         return "pong" if client.ping() else "none"
     except redis.AuthenticationError:
@@ -814,6 +821,10 @@ def ensure(
     private_dir(state_dir(settings))  # also closes a state directory an older Floe left world-readable
     started: list[str] = []
     for name in _ordered(names):
+        if name == "redis" and settings.redis.cluster:
+            if _cluster_up(settings, console):
+                started.append(name)
+            continue
         part = build_part(name, settings)
         with console.status(f"starting {name}…"):
             outcome = _ensure_part(part, settings)
@@ -821,6 +832,14 @@ def ensure(
         if outcome.action == "started":
             started.append(name)
     return started
+
+
+def _cluster_up(settings: Settings, console: Console) -> list[int]:
+    """Start the local Redis Cluster that stands in for the single Redis (``redis.cluster``)."""
+    try:
+        return redis_cluster.up(settings, write_redis_users(settings), console)
+    except redis_cluster.ClusterError as exc:
+        raise StackError(f"redis: {exc}") from None
 
 
 def ensure_services(settings: Settings | None = None, console: Console | None = None) -> list[str]:
@@ -837,6 +856,10 @@ def stop(names: Iterable[str], settings: Settings | None = None, console: Consol
     console = console or Console(highlight=False)
     stopped: list[str] = []
     for name in reversed(_ordered(names)):
+        if name == "redis" and settings.redis.cluster:
+            if redis_cluster.down(settings, console):
+                stopped.append(name)
+            continue
         part = build_part(name, settings)
         path = pid_file(name, settings)
         pid = _read_pid(path)
@@ -860,6 +883,11 @@ def status(settings: Settings | None = None, names: Sequence[str] = ALL_PARTS) -
     settings = settings or Settings()
     result: list[PartStatus] = []
     for name in _ordered(names):
+        if name == "redis" and settings.redis.cluster:
+            state, pid = redis_cluster.state(settings)
+            log = redis_cluster.nodes(settings)[0].log
+            result.append(PartStatus(name, state, pid, settings.redis.url, log))
+            continue
         part = build_part(name, settings)
         log = log_file(name, settings)
         if not part.enabled:

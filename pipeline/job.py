@@ -33,7 +33,7 @@ from floe.catalog import (
 )
 from floe.catalog.locations import refusal
 from floe.history import FileState
-from floe.keys import Keys
+from floe.keys import Keys, RedisClient
 from floe.records import TASK_SCHEMA, WIRE_DDL, LoadTask, PipeResults, decode_results
 from floe.runtime import Faults, Readiness, Shutdown, setup_logging
 from floe.settings import Settings
@@ -63,6 +63,18 @@ def external_functions(catalog: Catalog, pipe: Pipe) -> tuple[dict[str, str], st
             )
         entries[key] = external_entry(fn, integration)
     return entries, None
+
+
+def stored_states(client: RedisClient, keys: Keys, files: list[tuple[str, str]]) -> list[bytes | None]:
+    """The stored state of each (pipe id, path), in order, in one round trip: a GET per file in one
+    pipeline, which a Redis Cluster client splits by node (one MGET could not span the pipes, whose
+    keys lie on different slots, and a cluster pipeline refuses MGET)."""
+    if not files:
+        return []
+    with client.pipeline(transaction=False) as pipe:
+        for pipe_id, path in files:
+            pipe.get(keys.file(pipe_id, path))
+        return cast(list[bytes | None], pipe.execute())
 
 
 class BatchProcessor:
@@ -170,8 +182,7 @@ class BatchProcessor:
             self._settle(pipe_id, returned.pop(pipe_id), by_pipe[pipe_id], qid, batch_id, now)
         commits = {pipe_id: PipeCommit(pipe_id, blobs=res.blobs) for pipe_id, res in returned.items()}
         files = [(pipe_id, result) for pipe_id, res in returned.items() for result in res.outcomes]
-        # One round trip for every file's current state, not one per file.
-        olds = self.redis.mget([self.keys.file(pipe_id, o.path) for pipe_id, o in files]) if files else []
+        olds = stored_states(self.redis, self.keys, [(pipe_id, o.path) for pipe_id, o in files])
         for (pipe_id, result), old in zip(files, olds, strict=True):
             pipe = pipes.get(pipe_id)
             state = (
@@ -264,6 +275,7 @@ def run(settings: Settings) -> None:
                 .option("redis_url", settings.redis.url)
                 .option("redis_username", settings.redis.username)
                 .option("redis_password_file", str(Path(settings.redis.password_file).absolute()))
+                .option("redis_cluster", str(settings.redis.cluster).lower())
                 .option("prefix", settings.redis.prefix)
                 .option("max_files", str(p.max_files_per_batch))
                 .option("max_appends", str(p.max_appends_per_batch))

@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import redis
 from botocore.exceptions import ClientError
 from pyarrow import fs as pafs
 
@@ -31,7 +31,7 @@ from floe.catalog import ApiIntegration, ExternalFunction, Pipe, Table
 from floe.catalog.models import CONTEXT_FUNCTIONS
 from floe.errors import FileLoadError
 from floe.external import Breaker, FunctionCaller, RemoteFunction
-from floe.keys import Keys
+from floe.keys import Keys, RedisClient, one_slot
 from floe.records import LoadOutcome, LoadTask, RowAppend, encode_results
 from floe.runtime import Faults, setup_logging
 from floe.settings import Settings
@@ -93,9 +93,9 @@ class _Worker:
         self.faults = Faults(self.settings.faults)
         self.pool = ThreadPoolExecutor(max(1, self.settings.pipeline.prefetch_files), "floe-fetch")
         self._s3: Any = None
-        self._redis: redis.Redis[bytes] | None = None
+        self._redis: RedisClient | None = None
 
-    def redis(self) -> redis.Redis[bytes]:
+    def redis(self) -> RedisClient:
         """A client of Floe's Redis, where channel appends keep their rows until they commit."""
         if self._redis is None:
             self._redis = self.settings.redis.client()
@@ -503,7 +503,9 @@ def load_appends(
     out: list[LoadOutcome | BlobMeta] = []
     for index, (_writer, appends) in enumerate(sorted(by_writer.items())):
         appends.sort(key=lambda ta: ta[1].row_sequencer)
-        stored = w.redis().mget([a.data_key for _, a in appends])
+        data_keys = [a.data_key for _, a in appends]
+        one_slot(data_keys, "MGET of a channel's appends")
+        stored = w.redis().mget(data_keys)
         pieces: list[pa.Table] = []
         loaded: list[str] = []
         for (task, _append), data in zip(appends, stored, strict=True):
@@ -525,6 +527,14 @@ def load_appends(
             path = f"{w.settings.pipeline.tables_bucket}/{name}"
             out.append(write_blob(combined, w.fs, path, w.crypto, name=name, files=loaded))
     return out
+
+
+def executor_id() -> str:
+    """The Spark executor this task runs in: a standalone worker runs each executor in
+    ``<work dir>/<app id>/<executor id>``, and its Python workers inherit that directory; in local
+    mode there is only the driver."""
+    here = Path.cwd()
+    return here.name if here.parent.name.startswith("app-") else "driver"
 
 
 def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -584,10 +594,11 @@ def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> I
                 meta = write_blob(combined, w.fs, path, w.crypto, name=name, files=loaded)
                 out.append(meta)
         log.info(
-            "batch %d task %d: %d files, %.2f s waiting for S3, %.2f s parsing and transforming, "
-            "%.2f s writing the blob",
+            "batch %d task %d on executor %s: %d files, %.2f s waiting for S3, %.2f s parsing and "
+            "transforming, %.2f s writing the blob",
             ctx.batch_id,
             part,
+            executor_id(),
             len(ordered),
             clock.wait,
             clock.work,

@@ -8,6 +8,7 @@ simple predicates, which can be skipped); executors fetch and decrypt them with 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import closing
 from typing import Any, cast
 
 import pyarrow as pa
@@ -25,11 +26,12 @@ from floe.types import arrow_schema
 
 def blob_names(settings: Settings, table: Table) -> list[str]:
     """Names of every committed blob of a table."""
-    client = settings.redis.client()
     keys = Keys(settings.redis.prefix)
     names: list[str] = []
-    for pipe_id in Catalog(client, keys).segments(table):
-        names.extend(k.decode() for k in client.hkeys(keys.blobs(pipe_id)))
+    # Closed at once: a cluster client's sockets would otherwise wait for the cycle collector.
+    with closing(settings.redis.client()) as client:
+        for pipe_id in Catalog(client, keys).segments(table):
+            names.extend(k.decode() for k in client.hkeys(keys.blobs(pipe_id)))
     return sorted(names)
 
 
@@ -37,9 +39,9 @@ def read_table(
     spark: SparkSession, settings: Settings, table_name: str, partitions: int | None = None
 ) -> DataFrame:
     """The committed rows of a table (``t``, ``schema.t`` or ``db.schema.t``) as a DataFrame."""
-    client = settings.redis.client()
     name = str(qualify(table_name, Defaults(settings.database, settings.schema_name)))
-    table = Catalog(client, Keys(settings.redis.prefix)).get(Table, name)
+    with closing(settings.redis.client()) as client:
+        table = Catalog(client, Keys(settings.redis.prefix)).get(Table, name)
     schema = arrow_schema(table)
     names = blob_names(settings, table)
     settings_json = settings.worker_json()

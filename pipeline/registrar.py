@@ -15,10 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import redis
-
 from floe.history import FileState
-from floe.keys import Keys
+from floe.keys import Keys, RedisClient, one_slot
 
 # KEYS: 1 marker, 2 blobs hash, 3 status hash, 4 events stream, 5 queue stream, 6 retired flag, then
 # one file key per file.
@@ -76,7 +74,7 @@ class Outcome(enum.Enum):
 class Registrar:
     """Commits micro-batches to Redis."""
 
-    def __init__(self, client: redis.Redis[bytes], keys: Keys, retention_seconds: int) -> None:
+    def __init__(self, client: RedisClient, keys: Keys, retention_seconds: int) -> None:
         self._r = client
         self._keys = keys
         self._ttl = retention_seconds
@@ -103,6 +101,7 @@ class Registrar:
         for state, sid in c.files:
             keys.append(k.file(c.pipe_id, state.path))
             args += [state.path, state.model_dump_json(), sid]
+        one_slot(keys, "commit script")
         return Outcome(int(cast(int, self._script(keys=keys, args=args))))
 
 
@@ -197,7 +196,7 @@ class ChannelRegistrar:
     """Commits a streaming pipe's share of a micro-batch: each channel's blobs, offset token and
     counters at once, unless a reopen or a DROP fenced the writer since (then none of its rows)."""
 
-    def __init__(self, client: redis.Redis[bytes], keys: Keys, retention_seconds: int) -> None:
+    def __init__(self, client: RedisClient, keys: Keys, retention_seconds: int) -> None:
         self._keys = keys
         self._ttl = retention_seconds
         self._script = client.register_script(_SETTLE)
@@ -235,6 +234,7 @@ class ChannelRegistrar:
             for blob in c.blobs:
                 args += [blob["name"], json.dumps(blob)]
             args += [len(c.stream_ids), *c.stream_ids]
+        one_slot(keys, "settle script")
         out = cast(list[Any], self._script(keys=keys, args=args))
         outcome = Outcome(int(out[0]))
         return Settled(outcome, [b.decode() if isinstance(b, bytes) else str(b) for b in out[1:]])

@@ -21,14 +21,17 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
     if p.spark_master.startswith("local"):
         # Left alone, Spark binds its driver RPC and block manager to the address the hostname
         # resolves to, or to the first non-loopback interface when that is loopback: the job would
-        # listen on the network. A local job needs no peer, so it stays on loopback; a cluster
-        # master needs an address its executors can reach, which the cluster's config supplies.
+        # listen on the network. A local job needs no peer, so it stays on loopback.
         # SPARK_LOCAL_IP covers what else Spark derives from the host name (and its warning).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
             "spark.driver.host", "127.0.0.1"
         )
-    spark = (
+    else:
+        # A cluster's executors connect back to the driver: on one host (make cluster-up) at
+        # loopback, on several at this host's address (pipeline.spark_driver_host).
+        builder = builder.config("spark.driver.host", p.spark_driver_host)
+    builder = (
         builder.config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         # Hadoop applies its own umask (022) to checkpoint files, not the process's 077.
@@ -38,7 +41,9 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
         .config("spark.python.worker.reuse", "true")
         .config("spark.sql.streaming.pollingDelay", "50ms")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
+    for key, value in p.spark_conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session

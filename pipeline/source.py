@@ -29,18 +29,18 @@ import hashlib
 import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-import redis
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
 from floe.catalog import Catalog, Pipe
 from floe.external import Breaker, held_back
-from floe.keys import Keys
+from floe.keys import Keys, RedisClient
 from floe.records import SOURCE_SCHEMA, LoadTask, QueueEntry, RowAppend
 from floe.settings import RedisSettings, Settings
 
@@ -113,6 +113,8 @@ def source_redis_settings(options: dict[str, str]) -> RedisSettings:
         username=options.get("redis_username", inherited.username),
         password_file=options.get("redis_password_file", inherited.password_file),
         password=inherited.password,
+        cluster=options.get("redis_cluster", str(inherited.cluster).lower()) == "true",
+        check_slots=inherited.check_slots,
     )
 
 
@@ -143,8 +145,10 @@ class FileStreamReader(DataSourceStreamReader):
         self._after: str | None = None
         self._held: set[str] = set()
 
-    def _client(self) -> redis.Redis[bytes]:
-        return self.redis.client()
+    def _client(self) -> closing[RedisClient]:
+        # One client per call, closed at once: a cluster client holds reference cycles, so its
+        # sockets would otherwise stay open until the cycle collector runs.
+        return closing(self.redis.client())
 
     def initialOffset(self) -> dict[str, Any]:
         return {}
@@ -155,7 +159,10 @@ class FileStreamReader(DataSourceStreamReader):
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         if self.drain_file is not None and self.drain_file.exists():
             return dict(start)  # `floe pipeline` is draining: plan nothing new (pipeline/job.py)
-        client = self._client()
+        with self._client() as client:
+            return self._latest(client, start, limit)
+
+    def _latest(self, client: RedisClient, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         catalog = Catalog(client, self.keys)
         unpaused = [p for p in catalog.all(Pipe).values() if not p.paused]
         held = self._held_back(client, catalog, unpaused)
@@ -175,7 +182,7 @@ class FileStreamReader(DataSourceStreamReader):
         self._plan_fair(client, pipes, end, budget, self._after)
         return end
 
-    def _held_back(self, client: redis.Redis[bytes], catalog: Catalog, pipes: list[Pipe]) -> set[str]:
+    def _held_back(self, client: RedisClient, catalog: Catalog, pipes: list[Pipe]) -> set[str]:
         """The pipes calling a remote service whose circuit breaker is open."""
         held = set(held_back(catalog, Breaker(client=client, keys=self.keys), pipes))
         if held != self._held:
@@ -184,9 +191,7 @@ class FileStreamReader(DataSourceStreamReader):
             self._held = held
         return held
 
-    def _plan_rows(
-        self, client: redis.Redis[bytes], pipe_ids: list[str], end: dict[str, Any], cap: int
-    ) -> None:
+    def _plan_rows(self, client: RedisClient, pipe_ids: list[str], end: dict[str, Any], cap: int) -> None:
         """Move ``end`` on by up to ``cap`` appends of each streaming pipe, in one round trip."""
         if not pipe_ids:
             return
@@ -200,10 +205,11 @@ class FileStreamReader(DataSourceStreamReader):
                 end[ROWS + pipe_id] = entries[-1][0].decode()
 
     def _read_after(
-        self, client: redis.Redis[bytes], counts: Mapping[str, int], end: Mapping[str, Any]
+        self, client: RedisClient, counts: Mapping[str, int], end: Mapping[str, Any]
     ) -> dict[str, Entries]:
         """Up to ``counts[pipe]`` entries of each pipe's queue after its offset in ``end``, in one
-        round trip."""
+        round trip (on a Redis Cluster, redis-py splits a pipeline without a transaction by node:
+        one round trip per node)."""
         ids = list(counts)
         with client.pipeline(transaction=False) as pipe:
             for pipe_id in ids:
@@ -213,7 +219,7 @@ class FileStreamReader(DataSourceStreamReader):
         return dict(zip(ids, results, strict=True))
 
     def _plan_fair(
-        self, client: redis.Redis[bytes], pipes: list[Pipe], end: dict[str, Any], budget: int, after: str
+        self, client: RedisClient, pipes: list[Pipe], end: dict[str, Any], budget: int, after: str
     ) -> None:
         """Move ``end`` on by each pipe's fair share of ``budget``.
 
@@ -259,9 +265,9 @@ class FileStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         part = cast(PipeRange, partition)
-        client = self._client()
         stream = self.keys.rows(part.pipe_id) if part.rows else self.keys.queue(part.pipe_id)
-        entries = cast(Entries, client.xrange(stream, min=f"({part.start}", max=part.end))
+        with self._client() as client:
+            entries = cast(Entries, client.xrange(stream, min=f"({part.start}", max=part.end))
         for sid, fields in entries:
             if part.rows:
                 yield LoadTask.appended(part.pipe_id, RowAppend.from_stream(sid, fields)).source_row()
@@ -269,10 +275,10 @@ class FileStreamReader(DataSourceStreamReader):
                 yield LoadTask.queued(part.pipe_id, QueueEntry.from_stream(sid, fields)).source_row()
 
     def commit(self, end: dict[str, Any]) -> None:
-        client = self._client()
-        for key, last in end.items():
-            stream = self.keys.rows(key[len(ROWS) :]) if key.startswith(ROWS) else self.keys.queue(key)
-            client.xtrim(stream, minid=_next_id(str(last)), approximate=False)
+        with self._client() as client:
+            for key, last in end.items():
+                stream = self.keys.rows(key[len(ROWS) :]) if key.startswith(ROWS) else self.keys.queue(key)
+                client.xtrim(stream, minid=_next_id(str(last)), approximate=False)
 
 
 class FloeFileSource(DataSource):

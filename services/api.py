@@ -37,7 +37,7 @@ from floe.catalog import ADMIN_ROLE, Catalog, User, now_ms
 from floe.catalog.ddl import Defaults
 from floe.errors import AuthenticationFailed
 from floe.keypair import create_private_file, ensure_key_file, public_key_body
-from floe.keys import Keys
+from floe.keys import Keys, RedisClient
 from floe.runtime import log_context
 from floe.settings import Settings
 from services.answers import ErrorAnswer, RestError, Throttled, answer_for, is_rest
@@ -310,7 +310,7 @@ def ensure_admin(settings: Settings, catalog: Catalog) -> User:
     return user
 
 
-def create_app(settings: Settings, client: redis.Redis[bytes] | None = None) -> FastAPI:
+def create_app(settings: Settings, client: RedisClient | None = None) -> FastAPI:
     """Build the app; the settings are passed in, never read here."""
     app = FastAPI(
         title="Floe",

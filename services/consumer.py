@@ -20,7 +20,7 @@ from floe.aws import AWS_ERRORS, client_kwargs
 from floe.aws import client as aws_client
 from floe.catalog import Catalog, Pipe
 from floe.errors import TransientError
-from floe.keys import Keys
+from floe.keys import Keys, RedisClient
 from floe.runtime import Faults, Readiness, Shutdown, setup_logging
 from floe.settings import Settings
 from services.dedup import Deduper, FileRef
@@ -33,7 +33,7 @@ log = logging.getLogger("floe.consumer")
 class Consumer:
     """One consumer process; several may run side by side on the same queue."""
 
-    def __init__(self, settings: Settings, client: redis.Redis[bytes] | None = None) -> None:
+    def __init__(self, settings: Settings, client: RedisClient | None = None) -> None:
         self.settings = settings
         self.redis = client or settings.redis.client()
         self.keys = Keys(settings.redis.prefix)

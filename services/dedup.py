@@ -17,12 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-import redis
-
 from floe.catalog import Pipe, now_ms
 from floe.errors import TerminalError
 from floe.history import FileState, Status
-from floe.keys import Keys
+from floe.keys import Keys, RedisClient, one_slot
 from floe.records import Origin, QueueEntry
 
 _LOAD_FAILED: Status = "LOAD_FAILED"
@@ -154,7 +152,7 @@ class _StateTemplate:
 class Deduper:
     """Runs the dedup-and-enqueue script."""
 
-    def __init__(self, client: redis.Redis[bytes], keys: Keys, retention_seconds: int) -> None:
+    def __init__(self, client: RedisClient, keys: Keys, retention_seconds: int) -> None:
         self._r = client
         self._keys = keys
         self._ttl = retention_seconds
@@ -173,6 +171,7 @@ class Deduper:
         for f in files:
             keys.append(file_key(pipe.id, f.path))
             args += [f.path, stream_size(f.size), state.json(f)]
+        one_slot(keys, "dedup script")
         flags = cast(list[int], self._script(keys=keys, args=args))
         return [bool(x) for x in flags]
 
@@ -193,6 +192,7 @@ class Deduper:
             for f in chunk:
                 keys.append(self._keys.file(pipe.id, f.path))
                 args += [f.path, QueueEntry.stream_size(f.size), state.json(f)]
+            one_slot(keys, "refresh script")
             flags = cast(list[int], self._refresh(keys=keys, args=args))
             if flags == [-1]:
                 raise PipeRetired(f"pipe {pipe.name} was dropped or replaced", pipe=pipe.name)
@@ -200,7 +200,7 @@ class Deduper:
         return out
 
 
-def retire_pipe(client: redis.Redis[bytes], keys: Keys, pipe_id: str) -> list[FileRef]:
+def retire_pipe(client: RedisClient, keys: Keys, pipe_id: str) -> list[FileRef]:
     """Retire a pipe incarnation (DROP, CREATE OR REPLACE) and return the files still queued for it.
 
     One script sets the retired flag the registrar checks and reads the queue, so every queued file
@@ -208,6 +208,8 @@ def retire_pipe(client: redis.Redis[bytes], keys: Keys, pipe_id: str) -> list[Fi
     returns nothing.
     """
     retire = client.register_script(_RETIRE)
-    raw = cast(list[list[Any]], retire(keys=[keys.retired(pipe_id), keys.queue(pipe_id)], args=[now_ms()]))
+    names = [keys.retired(pipe_id), keys.queue(pipe_id)]
+    one_slot(names, "retire script")
+    raw = cast(list[list[Any]], retire(keys=names, args=[now_ms()]))
     entries = [QueueEntry.from_flat(e) for e in raw]
     return [FileRef(e.path, e.size) for e in entries]

@@ -1,31 +1,38 @@
 """Queries over loaded tables: Snowflake SQL transpiled by sqlglot, run by DuckDB over Arrow.
 
-The API process keeps decrypted blobs in an LRU cache (blobs are immutable once committed), so a
-small query answers in milliseconds without a Spark session. Before reading, a single-table query's
-WHERE terms that compare a column with a literal (joined by AND) are checked against each blob's
-min/max statistics from the manifest, and blobs that cannot hold a matching row are skipped; the
-result's ``stats`` count the blobs in the table and those read. ``COPY_HISTORY`` and
-``SYSTEM$PIPE_STATUS`` are answered from load history and joined into the same DuckDB query.
+A table is handed to DuckDB as a stream (``BlobScan``): its blobs are decrypted and decoded one row
+group, one batch of rows, at a time while DuckDB reads them, so a query's memory is DuckDB's
+``query.memory_limit`` plus a row group or so per scan, not the table's size. Every scan DuckDB
+starts opens a stream of its own, so a table referenced twice (a self-join, a subquery, a recursive
+CTE) is simply read twice. Small blobs are kept decoded in an LRU cache (blobs are immutable once
+committed), so a small query answers in milliseconds without a Spark session.
+
+Before reading, a single-table query's WHERE terms that compare a column with a literal (joined by
+AND) are checked against each blob's min/max statistics from the manifest, and then against each
+row group's Parquet statistics; blobs and row groups that cannot hold a matching row are skipped.
+Only the columns the query names are read. ``SELECT COUNT(*) FROM t`` alone is answered from the
+manifest's row counts. The result's ``stats`` count the blobs in the table and those read, and the
+row groups of those blobs and those read. ``COPY_HISTORY`` and ``SYSTEM$PIPE_STATUS`` are answered
+from load history and joined into the same DuckDB query.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import decimal
-import functools
 import json
 import re
 import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypeAlias, cast
 
 import duckdb
 import pyarrow as pa
-import redis
 from pyarrow import fs as pafs
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
@@ -33,13 +40,13 @@ from sqlglot.optimizer.scope import Scope, build_scope
 
 from floe import sandbox
 from floe.aws import pyarrow_s3_kwargs
-from floe.blobs import BlobCrypto, crypto_from_settings, read_blob
+from floe.blobs import BlobCrypto, OpenedBlob, crypto_from_settings, open_blob, row_group_stats
 from floe.catalog import Catalog, Column, Pipe, Table
 from floe.catalog.ddl import Defaults, qualify, qualify_table
 from floe.errors import CompilationError, ObjectNotFound, PermissionDenied, SqlError
 from floe.external import Breaker, FunctionCaller, held_back
 from floe.history import COPY_HISTORY_STATUS, FileState, iso_utc, read_states
-from floe.keys import Keys
+from floe.keys import Keys, RedisClient
 from floe.records import QueueEntry
 from floe.settings import Settings
 from floe.types import arrow_schema, parse_column_type
@@ -74,30 +81,183 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class CachedBlob:
+    """A blob held decoded: its row groups (every column) and each group's Parquet statistics."""
+
+    groups: tuple[pa.Table, ...]
+    stats: tuple[dict[str, dict[str, Any]], ...]
+    nbytes: int
+    """The Arrow buffers the groups hold (``get_total_buffer_size``), counted once."""
+
+
+CacheEntry: TypeAlias = CachedBlob | pa.Table
+"""What the cache holds for a blob: a ``CachedBlob``, or a bare table (one group, no statistics)."""
+
+
+def held_bytes(entry: CacheEntry) -> int:
+    """The bytes a cache entry keeps alive: its Arrow buffers, whole even when sliced."""
+    if isinstance(entry, CachedBlob):
+        return entry.nbytes
+    return int(entry.get_total_buffer_size())
+
+
+def _groups(entry: CacheEntry) -> tuple[tuple[pa.Table, ...], tuple[dict[str, dict[str, Any]], ...]]:
+    if isinstance(entry, CachedBlob):
+        return entry.groups, entry.stats
+    return (entry,), ({},)
+
+
 class BlobCache:
-    """Decrypted blobs by name, least recently used evicted past a byte budget."""
+    """Decoded blobs by name, least recently used evicted to keep them within a byte budget.
+
+    An entry counts the Arrow buffers it holds (``held_bytes``), once per name: putting a name again
+    replaces its entry and its count. An entry larger than the whole budget is not kept, so
+    ``bytes <= budget`` always holds. An entry evicted while a query still reads it is freed when
+    that query ends.
+    """
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
-        self._items: OrderedDict[str, pa.Table] = OrderedDict()
+        self._items: OrderedDict[str, tuple[CacheEntry, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, name: str, load: Callable[[], pa.Table]) -> pa.Table:
-        """The cached blob, loading it on a miss."""
+    @property
+    def bytes(self) -> int:
+        """The bytes the entries hold now."""
+        with self._lock:
+            return self._bytes
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def peek(self, name: str) -> CacheEntry | None:
+        """The cached blob, or None; a hit becomes the most recently used."""
         with self._lock:
             hit = self._items.get(name)
-            if hit is not None:
-                self._items.move_to_end(name)
-                return hit
-        table = load()
+            if hit is None:
+                return None
+            self._items.move_to_end(name)
+            return hit[0]
+
+    def put(self, name: str, entry: CacheEntry) -> bool:
+        """Keep ``entry`` (evicting the least recently used past the budget); False if it alone is
+        larger than the budget, and then not kept."""
+        size = held_bytes(entry)
         with self._lock:
-            self._items[name] = table
-            self._bytes += table.nbytes
-            while self._bytes > self.budget and len(self._items) > 1:
-                _, old = self._items.popitem(last=False)
-                self._bytes -= old.nbytes
-        return table
+            old = self._items.pop(name, None)
+            if old is not None:
+                self._bytes -= old[1]
+            if size > self.budget:
+                return False
+            self._items[name] = (entry, size)
+            self._bytes += size
+            while self._bytes > self.budget:
+                _, (_, evicted) = self._items.popitem(last=False)
+                self._bytes -= evicted
+        return True
+
+    def get(self, name: str, load: Callable[[], CacheEntry]) -> CacheEntry:
+        """The cached blob, loading (and keeping, if it fits) it on a miss."""
+        hit = self.peek(name)
+        if hit is not None:
+            return hit
+        entry = load()
+        self.put(name, entry)
+        return entry
+
+
+class ArrowMeter:
+    """The most Arrow memory in use while queries decoded blobs: pyarrow's default pool, process-wide
+    (decrypted pages, decoded batches, the cache, and batches DuckDB still holds), sampled after each
+    batch or row group a scan decodes, which is where it grows. Tests and benchmarks read ``peak``."""
+
+    def __init__(self) -> None:
+        self._peak = 0
+        self._lock = threading.Lock()
+
+    def sample(self) -> None:
+        """Note the pool's current size."""
+        now = pa.total_allocated_bytes()
+        with self._lock:
+            self._peak = max(self._peak, now)
+
+    def reset(self) -> None:
+        """Start over from the pool's current size."""
+        with self._lock:
+            self._peak = pa.total_allocated_bytes()
+
+    @property
+    def peak(self) -> int:
+        """The largest size sampled since the last reset."""
+        with self._lock:
+            return self._peak
+
+
+@dataclass
+class _BlobPlan:
+    """One blob a scan reads: its row groups that the statistics did not rule out, and where from."""
+
+    name: str
+    path: str
+    groups: list[int] = field(default_factory=list)
+    cached: CacheEntry | None = None
+    opened: OpenedBlob | None = None
+    """Opened while the query was compiled; the first stream takes it, later ones open their own."""
+    estimate: int | None = None
+    """Decoded bytes by the manifest (``_decoded_estimate``), if it can tell."""
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def group_stats(self) -> list[dict[str, dict[str, Any]]]:
+        if self.cached is not None:
+            return list(_groups(self.cached)[1])
+        assert self.opened is not None
+        md = self.opened.metadata
+        return [row_group_stats(md, g) for g in range(md.num_row_groups)]
+
+    def take(self) -> OpenedBlob | None:
+        """The blob opened at compile time, for the first stream that reads it (once)."""
+        with self.lock:
+            opened, self.opened = self.opened, None
+        return opened
+
+    def release(self) -> None:
+        opened = self.take()
+        if opened is not None:
+            opened.close()
+
+
+class BlobScan:
+    """One table reference's rows, as a stream DuckDB scans (the Arrow PyCapsule stream protocol).
+
+    DuckDB asks for a new stream for every scan it runs (a recursive CTE's every iteration, say), and
+    each stream reads the planned blobs again, a batch at a time: the scan is never materialized, and
+    a table read twice is read twice rather than failing on a spent reader.
+    """
+
+    def __init__(
+        self,
+        schema: pa.Schema,
+        blobs: list[_BlobPlan],
+        read: Callable[[_BlobPlan, pa.Schema], Iterator[pa.RecordBatch]],
+    ) -> None:
+        self.schema = schema
+        self.blobs = blobs
+        self._read = read
+
+    def __arrow_c_schema__(self) -> object:
+        # Without it DuckDB would open a stream just to learn the schema.
+        return self.schema.__arrow_c_schema__()
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        stream = pa.RecordBatchReader.from_batches(self.schema, self._batches())
+        return stream.__arrow_c_stream__(requested_schema)
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        for blob in self.blobs:
+            yield from self._read(blob, self.schema)
 
 
 Predicate = tuple[str, str, Any]
@@ -600,6 +760,106 @@ def _is_only_source(query: exp.Expr, table: exp.Table) -> bool:
     )
 
 
+def _counts_rows_only(query: exp.Expr, source: exp.Table) -> bool:
+    """True for ``SELECT COUNT(*)[, COUNT(*) ...] FROM source`` and nothing else: no WHERE, GROUP BY,
+    HAVING, QUALIFY, ORDER BY, LIMIT, DISTINCT, CTE, join, sample or time travel, and no
+    projection but a plain COUNT(*) (no DISTINCT, FILTER or OVER). Its answer is the table's row
+    count, which the manifest holds."""
+    if not isinstance(query, exp.Select) or not query.expressions:
+        return False
+    if any(value for key, value in query.args.items() if key not in ("expressions", "from_")):
+        return False
+    from_ = query.args.get("from_")
+    if from_ is None or from_.this is not source:
+        return False
+    if any(value for key, value in source.args.items() if key not in _SOURCE_ARGS):
+        return False
+    for projection in query.expressions:
+        count = projection.this if isinstance(projection, exp.Alias) else projection
+        if not isinstance(count, exp.Count) or not isinstance(count.this, exp.Star):
+            return False
+        if any(value for key, value in count.args.items() if key not in ("this", "big_int")):
+            return False
+        if any(count.this.args.values()):  # COUNT(* EXCLUDE ...) and the like
+            return False
+    return True
+
+
+def _answer_count(query: exp.Select, rows: int) -> None:
+    """Replace every COUNT(*) of a ``_counts_rows_only`` query by ``rows`` and drop its FROM; the
+    output names and type (BIGINT, as DuckDB's COUNT) stay."""
+    for projection in query.expressions:
+        count = projection.this if isinstance(projection, exp.Alias) else projection
+        count.replace(exp.Cast(this=exp.Literal.number(rows), to=exp.DataType.build("BIGINT")))
+    query.set("from_", None)
+
+
+def _decoded_estimate(table: Table, entry: dict[str, Any], stats: dict[str, dict[str, Any]]) -> int | None:
+    """About the Arrow bytes a blob decodes to, by its manifest entry: rows times each column's
+    width, a string column's by its longest value (``max_length``, in characters: a bound for ASCII
+    text). None when the entry lacks what it takes."""
+    rows = entry.get("rows")
+    if not isinstance(rows, int) or isinstance(rows, bool):
+        return None
+    total = 0
+    for column in arrow_schema(table):
+        width = _width(column)
+        if width < _VARIABLE:
+            total += rows * max(1, width // 8)
+            continue
+        longest = stats.get(column.name, {}).get("max_length")
+        if not isinstance(longest, int):
+            return None
+        total += rows * (longest + 4)  # the value and its offset
+    return total
+
+
+_VARIABLE = 1 << 30
+
+
+def _width(column: pa.Field) -> int:
+    """Bits per value of a fixed-width type; a variable-width one (strings) sorts after all."""
+    try:
+        return int(column.type.bit_width)
+    except ValueError:
+        return _VARIABLE
+
+
+def _whole_rows(query: exp.Expr) -> bool:
+    """True when some part of ``query`` may read every column of a table without naming it: a star
+    (other than COUNT's), a NATURAL join, or a table's name used as a value (DuckDB reads it as the
+    whole row)."""
+    for star in query.find_all(exp.Star):
+        if not isinstance(star.parent, exp.Count):
+            return True
+    for join in query.find_all(exp.Join):
+        if "NATURAL" in str(join.args.get("method") or "").upper():
+            return True
+    relations: set[str] = set()
+    for table in query.find_all(exp.Table):
+        relations.update({table.name.upper(), table.alias_or_name.upper()})
+    for alias in query.find_all(exp.TableAlias):
+        relations.add(alias.name.upper())
+    return any(column.name.upper() in relations for column in query.find_all(exp.Column))
+
+
+def _read_columns(query: exp.Expr, source: exp.Table, table: Table, whole: bool) -> list[str]:
+    """The columns of ``table`` that ``source`` must read: those whose name appears anywhere in the
+    query as an identifier (a superset: DuckDB binds names case-insensitively), or all of them when
+    ``whole`` (``_whole_rows``) or when the reference renames columns by position (``t AS x(a, b)``)
+    or pivots. When none is named (``COUNT(*)`` under a WHERE on nothing), the narrowest one, for
+    the row count."""
+    names = [c.name for c in table.columns]
+    alias = source.args.get("alias")
+    if whole or source.args.get("pivots") or (isinstance(alias, exp.TableAlias) and alias.columns):
+        return names
+    used = {identifier.name.upper() for identifier in query.find_all(exp.Identifier)}
+    wanted = [n for n in names if n.upper() in used]
+    if wanted:
+        return wanted
+    return [min(arrow_schema(table), key=_width).name]
+
+
 def _check_resolved(query: exp.Expr, ours: set[int]) -> None:
     """Every table reference left must be one Floe generated (a last guard against a reference
     that sqlglot's scopes did not list, which DuckDB would resolve on its own)."""
@@ -634,6 +894,17 @@ def _point(table: exp.Table, name: str, ours: set[int]) -> None:
     ours.add(id(table))
 
 
+# Blobs whose footers one query opens at once (S3 round trips overlap; each holds only its footer).
+_OPEN_THREADS = 8
+_STAT_KEYS = ("blobs_total", "blobs_scanned", "row_groups_total", "row_groups_scanned")
+
+
+def _cast_batches(table: pa.Table, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """A decoded table's batches as ``schema`` (the table's types; zero-copy when they agree)."""
+    for batch in table.to_batches():
+        yield batch.cast(schema)
+
+
 def _timed_out(seconds: float) -> SqlError:
     return SqlError(
         f"Statement reached its statement timeout of {seconds:g} second(s) and was canceled "
@@ -647,7 +918,7 @@ class QueryEngine:
     """Runs SELECT statements."""
 
     def __init__(
-        self, settings: Settings, client: redis.Redis[bytes], catalog: Catalog, queue_arn: Callable[[], str]
+        self, settings: Settings, client: RedisClient, catalog: Catalog, queue_arn: Callable[[], str]
     ):
         self.settings = settings
         self.redis = client
@@ -655,6 +926,7 @@ class QueryEngine:
         self.catalog = catalog
         self.defaults = Defaults(settings.database, settings.schema_name)
         self.cache = BlobCache(settings.api.query_cache_bytes)
+        self.meter = ArrowMeter()
         self._fs: pafs.S3FileSystem | None = None
         self._crypto: BlobCrypto | None = None
         self._queue_arn = queue_arn
@@ -693,22 +965,122 @@ class QueryEngine:
             blobs.extend(json.loads(v) for _, v in sorted(raw.items()))
         return blobs
 
-    def table_data(self, table: Table, predicates: list[Predicate], stats: dict[str, int]) -> pa.Table:
-        """The table's rows from the blobs its statistics do not rule out."""
-        schema = arrow_schema(table)
-        pieces: list[pa.Table] = []
-        fs, crypto = self._blob_reader()
+    def row_count(self, table: Table) -> tuple[int, int] | None:
+        """The table's rows and blobs by its manifest (each blob's row count, written with it),
+        reading no blob; None if an entry has no count."""
+        blobs = self.manifest(table)
+        counts = [b.get("rows") for b in blobs]
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
+            return None
+        return sum(cast(list[int], counts)), len(blobs)
+
+    def scan(
+        self, table: Table, predicates: list[Predicate], columns: list[str], stats: dict[str, int]
+    ) -> BlobScan:
+        """A stream of the table's ``columns`` from the blobs, and their row groups, whose statistics
+        do not rule out ``predicates``.
+
+        Each blob not in the cache is opened here (its footer decrypted, several at once), so a blob
+        that is not what its name says is refused before the query runs, and its row groups'
+        statistics are known; its pages are read only as DuckDB scans.
+        """
+        _, crypto = self._blob_reader()
+        bucket = self.settings.pipeline.tables_bucket
+        plans: list[_BlobPlan] = []
         for blob in self.manifest(table):
             stats["blobs_total"] += 1
             if not may_match(crypto.open_stats(blob), predicates):
                 continue
             stats["blobs_scanned"] += 1
-            path = f"{self.settings.pipeline.tables_bucket}/{blob['name']}"
-            load = functools.partial(read_blob, fs, path, crypto, name=blob["name"])
-            pieces.append(self.cache.get(blob["name"], load))
-        if not pieces:
-            return schema.empty_table()
-        return pa.concat_tables([p.cast(schema) for p in pieces])
+            plan = _BlobPlan(name=blob["name"], path=f"{bucket}/{blob['name']}")
+            plan.estimate = _decoded_estimate(table, blob, crypto.open_stats(blob))
+            plan.cached = self.cache.peek(plan.name)
+            plans.append(plan)
+        self._open_blobs([p for p in plans if p.cached is None])
+        kept: list[_BlobPlan] = []
+        for plan in plans:
+            groups = plan.group_stats()
+            plan.groups = [g for g, group in enumerate(groups) if may_match(group, predicates)]
+            stats["row_groups_total"] += len(groups)
+            stats["row_groups_scanned"] += len(plan.groups)
+            if plan.groups:
+                kept.append(plan)
+            else:
+                plan.release()
+        schema = arrow_schema(table)
+        return BlobScan(pa.schema([schema.field(c) for c in columns]), kept, self._blob_batches)
+
+    def _open_blobs(self, plans: list[_BlobPlan]) -> None:
+        """Open each blob (S3 requests and footer decryption, up to ``_OPEN_THREADS`` at once); the
+        first failure, in manifest order, is raised once every blob opened is closed again."""
+        fs, crypto = self._blob_reader()
+
+        def open_one(plan: _BlobPlan) -> None:
+            plan.opened = open_blob(fs, plan.path, crypto, name=plan.name)
+
+        if len(plans) <= 1:
+            for plan in plans:
+                open_one(plan)
+            return
+        with ThreadPoolExecutor(min(_OPEN_THREADS, len(plans)), thread_name_prefix="floe-open") as pool:
+            futures = [pool.submit(open_one, plan) for plan in plans]
+        failed = [exc for f in futures if (exc := f.exception()) is not None]
+        if failed:
+            for plan in plans:
+                plan.release()
+            raise failed[0]
+
+    def _cacheable(self, plan: _BlobPlan, opened: OpenedBlob) -> bool:
+        """Whether a blob looks small enough for the cache: decoded, within
+        ``api.query_cache_blob_bytes`` and the cache's budget by both the manifest's estimate and
+        Parquet's uncompressed size (which undercounts dictionary-encoded strings)."""
+        cap = min(self.settings.api.query_cache_blob_bytes, self.cache.budget)
+        size = max(plan.estimate or 0, int(opened.decoded_bytes()))
+        return 0 < size <= cap
+
+    def _blob_batches(self, plan: _BlobPlan, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        """One blob's planned row groups, as batches of ``schema``'s columns.
+
+        A cached blob is served from memory. Otherwise the blob is read row group by row group; a
+        small one (``_cacheable``) is read whole and kept in the cache unless it turns out larger
+        than allowed once decoded, a large one is decoded a batch at a time, so only that batch and
+        its row group's fetched pages are held.
+        """
+        columns = schema.names
+        if plan.cached is not None:
+            groups = _groups(plan.cached)[0]
+            for g in plan.groups:
+                yield from _cast_batches(groups[g].select(columns), schema)
+            return
+        opened = plan.take()
+        if opened is None:
+            fs, crypto = self._blob_reader()
+            opened = open_blob(fs, plan.path, crypto, name=plan.name)
+        try:
+            wanted = set(plan.groups)
+            md = opened.metadata
+            keep: list[pa.Table] | None = [] if self._cacheable(plan, opened) else None
+            held = 0
+            cap = min(self.settings.api.query_cache_blob_bytes, self.cache.budget)
+            for g in range(md.num_row_groups):
+                if keep is not None:
+                    group = opened.read_group(g)
+                    self.meter.sample()
+                    keep.append(group)
+                    held += int(group.get_total_buffer_size())
+                    if held > cap:
+                        keep = None  # larger than its Parquet sizes said: stream the rest
+                    if g in wanted:
+                        yield from _cast_batches(group.select(columns), schema)
+                elif g in wanted:
+                    for batch in opened.batches(g, columns):
+                        self.meter.sample()
+                        yield batch.cast(schema)
+            if keep is not None:
+                stats = tuple(row_group_stats(md, g) for g in range(md.num_row_groups))
+                self.cache.put(plan.name, CachedBlob(tuple(keep), stats, held))
+        finally:
+            opened.close()
 
     def copy_history(self, call: exp.Anonymous, check: Check) -> pa.Table:
         """INFORMATION_SCHEMA.COPY_HISTORY(TABLE_NAME => ..., START_TIME => ..., END_TIME => ...).
@@ -823,8 +1195,9 @@ class QueryEngine:
 
     def compile(
         self, query: exp.Expr, stats: dict[str, int], check: Check, calls: ExternalCalls | None = None
-    ) -> tuple[str, dict[str, pa.Table]]:
-        """DuckDB SQL for ``query`` and the Arrow tables it reads, by their generated names.
+    ) -> tuple[str, dict[str, pa.Table | BlobScan]]:
+        """DuckDB SQL for ``query`` and the Arrow data it reads (COPY_HISTORY tables, table scans),
+        by their generated names; ``stats`` gets the blob and row-group counts (``_STAT_KEYS``).
 
         Every table reference is resolved here: a CTE visible in its scope (renamed), a catalog
         table or COPY_HISTORY (both registered under generated names). Anything else is refused,
@@ -836,7 +1209,7 @@ class QueryEngine:
         # Snowflake folds unquoted names to upper case; so must CTE matching.
         query = normalize_identifiers(query, dialect="snowflake")
         _refuse_table_functions(query)
-        tables: dict[str, pa.Table] = {}
+        tables: dict[str, pa.Table | BlobScan] = {}
         ours: set[int] = set()
         for fn in list(query.find_all(exp.TableFromRows)):
             name = f"__floe_history_{len(tables)}"
@@ -857,15 +1230,25 @@ class QueryEngine:
         # Only a table that is the top-level SELECT's one source is pruned: the top-level WHERE
         # speaks of it alone (a second reference, even in a subquery, may see other rows).
         single = len(catalog_refs) == 1 and _is_only_source(query, catalog_refs[0])
+        whole = _whole_rows(query)
+        for key in _STAT_KEYS:
+            stats.setdefault(key, 0)
         for node in catalog_refs:
             full = str(qualify_table(node, self.defaults))
             check(Need("TABLE", full, ("SELECT",)))
             table = self.catalog.find(Table, full)
             if table is None:
                 raise ObjectNotFound("table", full)
+            if single and isinstance(query, exp.Select) and _counts_rows_only(query, node):
+                counted = self.row_count(table)
+                if counted is not None:
+                    stats["blobs_total"] += counted[1]
+                    _answer_count(query, counted[0])  # the reference goes with the FROM clause
+                    continue
             name = f"__floe_t{len(tables)}"
             predicates = _predicates(query, node, table) if single else []
-            tables[name] = self.table_data(table, predicates, stats)
+            columns = _read_columns(query, node, table, whole)
+            tables[name] = self.scan(table, predicates, columns, stats)
             _point(node, name, ours)
         _check_resolved(query, ours)
         return query.sql(dialect="duckdb"), tables
@@ -943,6 +1326,12 @@ class QueryEngine:
 
 def _duck_message(exc: Exception) -> str:
     text = str(exc).split("\n")[0]
+    # A table scan that failed while DuckDB read it (a blob that no longer reads, S3 gone): DuckDB
+    # names the generated relation and appends the start of a Python traceback; keep the cause.
+    text = text.partition(". Detail: Python exception:")[0]
+    head, found, rest = text.partition("reading the stream registered as '")
+    if found:
+        text = head + "reading a table failed: " + rest.partition("' failed: ")[2]
     return text.replace("Binder Error: ", "SQL compilation error: ").replace(
         "Parser Error: ", "syntax error: "
     )

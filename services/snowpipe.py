@@ -24,7 +24,7 @@ from floe.catalog import Catalog, Pipe, now_ms
 from floe.catalog.ddl import Defaults, qualify
 from floe.errors import AuthenticationFailed, FloeError, ObjectNotFound
 from floe.history import FileState, iso_utc, read_states, states_of
-from floe.keys import Keys
+from floe.keys import Keys, RedisClient
 from floe.records import QueueEntry
 from services.access import Need, authorize
 from services.answers import RestError, Throttled, answer_for
@@ -153,7 +153,7 @@ def file_entry(state: FileState) -> dict[str, Any]:
 class SnowpipeService:
     """The work behind the endpoints, on plain values (the router adapts HTTP to it)."""
 
-    client: redis.Redis[bytes]
+    client: RedisClient
     keys: Keys
     catalog: Catalog
     deduper: Deduper

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-import redis
 from sqlglot import exp
 from sqlglot.dialects.snowflake import Snowflake
 from sqlglot.errors import TokenError
@@ -65,7 +64,7 @@ from floe.catalog.ddl import (
 from floe.catalog.locations import refusal
 from floe.channels import ChannelStore
 from floe.errors import CompilationError, ObjectNotFound, PermissionDenied, SqlError
-from floe.keys import Keys
+from floe.keys import Keys, RedisClient, one_slot, scan_keys
 from floe.settings import Settings
 from services.access import (
     MODELS,
@@ -176,7 +175,7 @@ def _parts(name: str) -> list[str]:
 class SqlExecutor:
     """One instance per API process."""
 
-    def __init__(self, settings: Settings, client: redis.Redis[bytes]) -> None:
+    def __init__(self, settings: Settings, client: RedisClient) -> None:
         self.settings = settings
         self.redis = client
         self.keys = Keys(settings.redis.prefix)
@@ -794,14 +793,21 @@ class SqlExecutor:
             log.info("%d queued files carried over to the new pipe", len(carried), extra={"pipe": pipe.name})
         keep = {self.keys.blobs(pipe.id), self.keys.retired(pipe.id)}
         batch: list[bytes] = []
-        for key in self.redis.scan_iter(match=self.keys.pipe_pattern(pipe.id), count=1000):
+        # On a cluster, scan_keys goes over every primary; the pipe's keys share one slot, so each DEL
+        # stays on one node.
+        for key in scan_keys(self.redis, self.keys.pipe_pattern(pipe.id)):
             if key.decode() not in keep:
                 batch.append(key)
             if len(batch) >= 1000:
-                self.redis.delete(*batch)
+                self._delete(batch)
                 batch = []
         if batch:
-            self.redis.delete(*batch)
+            self._delete(batch)
+
+    def _delete(self, keys: list[bytes]) -> None:
+        """DEL keys of one pipe."""
+        one_slot(keys, "DEL of a dropped pipe's keys")
+        self.redis.delete(*keys)
 
     def _drop_default_pipe(self, table: str) -> None:
         """A table's default streaming pipe goes with the table incarnation it loads (and its

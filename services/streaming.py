@@ -22,7 +22,6 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import orjson
-import redis
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
@@ -30,7 +29,7 @@ from fastapi.responses import JSONResponse
 from floe.catalog import Catalog, CopySpec, FileFormat, Pipe, Table, now_ms
 from floe.channels import ChannelError, ChannelStore, PipeRef
 from floe.errors import ObjectNotFound
-from floe.keys import Keys
+from floe.keys import Keys, RedisClient
 from floe.settings import Settings
 from floe.streaming import protocol as wire
 from floe.streaming.protocol import Code, ContinuationToken
@@ -62,7 +61,7 @@ def _bad(message: str) -> RestError:
 class StreamingService:
     """The channel operations behind the routes."""
 
-    def __init__(self, settings: Settings, client: redis.Redis[bytes], catalog: Catalog, keys: Keys) -> None:
+    def __init__(self, settings: Settings, client: RedisClient, catalog: Catalog, keys: Keys) -> None:
         self.settings = settings
         self.catalog = catalog
         self.channels = ChannelStore(client, keys, settings.streaming.max_pending_bytes_per_channel)

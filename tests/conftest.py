@@ -32,8 +32,11 @@ VENV_BIN = Path(sys.executable).parent
 
 @pytest.fixture(scope="session")
 def base_settings() -> Settings:
-    """Settings of the shared services (LocalStack and Redis), as the environment gives them."""
-    return Settings()
+    """Settings of the shared services (LocalStack and Redis), as the environment gives them, with
+    every step refused whose keys lie in two Redis Cluster slots (``redis.check_slots``; the stacks
+    the tests start inherit it)."""
+    settings = Settings()
+    return settings.model_copy(update={"redis": settings.redis.model_copy(update={"check_slots": True})})
 
 
 @pytest.fixture(scope="session")

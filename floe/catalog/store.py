@@ -8,8 +8,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TypeVar, cast
 
-import redis
-
 from floe.catalog.models import (
     ApiIntegration,
     CatalogObject,
@@ -24,7 +22,7 @@ from floe.catalog.models import (
     User,
 )
 from floe.errors import ObjectNotFound
-from floe.keys import Keys
+from floe.keys import Keys, RedisClient, one_slot
 
 M = TypeVar("M", bound=CatalogObject)
 
@@ -50,7 +48,7 @@ def now_ms() -> int:
 class Catalog:
     """Read and write catalog objects. Readers cache by the catalog version counter."""
 
-    def __init__(self, client: redis.Redis[bytes], keys: Keys) -> None:
+    def __init__(self, client: RedisClient, keys: Keys) -> None:
         self._r = client
         self._keys = keys
         self._cache: dict[str, tuple[int, dict[str, CatalogObject]]] = {}
@@ -103,6 +101,8 @@ class Catalog:
     def put(self, obj: CatalogObject) -> None:
         """Create or replace an object and bump the version in one transaction."""
         kind = KINDS[type(obj)]
+        segments = self._keys.table_segments(obj.table_id) if isinstance(obj, Pipe) else None
+        one_slot(self._written(kind, segments), "catalog put")
         pipe = self._r.pipeline(transaction=True)
         pipe.hset(self._keys.objects(kind), obj.name, obj.model_dump_json())
         if isinstance(obj, Pipe):
@@ -111,10 +111,17 @@ class Catalog:
         pipe.incr(self._keys.catalog_version())
         pipe.execute()
 
+    def _written(self, kind: str, segments: str | None) -> list[str]:
+        """The keys one catalog transaction touches (they share the {catalog} tag)."""
+        keys = [self._keys.objects(kind), self._keys.catalog_version()]
+        return keys if segments is None else [*keys, segments]
+
     def put_new(self, obj: M) -> M:
         """Create ``obj`` unless an object of its name exists; the one that is there afterwards (so
         two processes creating the same object at once agree on one)."""
         kind = KINDS[type(obj)]
+        segments = self._keys.table_segments(obj.table_id) if isinstance(obj, Pipe) else None
+        one_slot(self._written(kind, segments), "catalog put_new")
         with self._r.pipeline(transaction=True) as pipe:
             pipe.hsetnx(self._keys.objects(kind), obj.name, obj.model_dump_json())
             if isinstance(obj, Pipe):
@@ -134,6 +141,8 @@ class Catalog:
         obj = self.find(model, name)
         if obj is None:
             return None
+        segments = self._keys.table_segments(obj.id) if isinstance(obj, Table) else None
+        one_slot(self._written(KINDS[model], segments), "catalog delete")
         pipe = self._r.pipeline(transaction=True)
         pipe.hdel(self._keys.objects(KINDS[model]), name)
         if isinstance(obj, Table):

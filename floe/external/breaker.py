@@ -27,7 +27,7 @@ from typing import cast
 import redis
 
 from floe.catalog import Catalog, ExternalFunction, Pipe
-from floe.keys import Keys
+from floe.keys import Keys, RedisClient
 from floe.settings import ExternalFunctionSettings
 
 log = logging.getLogger("floe.external")
@@ -86,7 +86,7 @@ class Breaker:
     def __init__(
         self,
         settings: ExternalFunctionSettings | None = None,
-        client: redis.Redis[bytes] | None = None,
+        client: RedisClient | None = None,
         keys: Keys | None = None,
     ) -> None:
         if (client is None) != (keys is None):
@@ -137,8 +137,9 @@ class Breaker:
 
     def _trip_shared(self, field: str, now: int, reason: str) -> Trip:
         assert self._client is not None
-        # WATCH/MULTI: two processes tripping at once count one trip, not two.
-        with self._client.pipeline() as pipe:
+        # WATCH/MULTI: two processes tripping at once count one trip, not two. The one key is one
+        # slot; a cluster client WATCHes only in a pipeline that says transaction=True.
+        with self._client.pipeline(transaction=True) as pipe:
             while True:
                 try:
                     pipe.watch(self._key)
@@ -170,7 +171,7 @@ class Breaker:
     def _close_shared(self, field: str, seen: Trip) -> None:
         assert self._client is not None
         stored = seen.to_json().encode()
-        with self._client.pipeline() as pipe:
+        with self._client.pipeline(transaction=True) as pipe:
             while True:
                 try:
                     pipe.watch(self._key)

@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import time
 from collections import Counter
+from contextlib import closing
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, cast
@@ -96,13 +97,15 @@ def scan_table(settings: Settings, table_name: str) -> Scan:
     Reads Redis and S3 directly, not through the query engine, so a bug in either path cannot hide
     a bug in the other.
     """
-    client = settings.redis.client()
     keys = Keys(settings.redis.prefix)
-    catalog = Catalog(client, keys)
-    table = catalog.get(Table, str(qualify(table_name, Defaults(settings.database, settings.schema_name))))
+    qualified = str(qualify(table_name, Defaults(settings.database, settings.schema_name)))
     scan = Scan()
-    for pipe_id in catalog.segments(table):
-        scan.committed.extend(k.decode() for k in cast(list[bytes], client.hkeys(keys.blobs(pipe_id))))
+    # Closed at once: a Redis Cluster client's sockets would otherwise wait for the cycle collector.
+    with closing(settings.redis.client()) as client:
+        catalog = Catalog(client, keys)
+        table = catalog.get(Table, qualified)
+        for pipe_id in catalog.segments(table):
+            scan.committed.extend(k.decode() for k in cast(list[bytes], client.hkeys(keys.blobs(pipe_id))))
     db, schema, name = table.name.split(".")
     prefix = f"{db}/{schema}/{name}/{table.id}/"
     bucket = settings.pipeline.tables_bucket
@@ -138,9 +141,10 @@ def pending(stack: Stack, pipe: str) -> tuple[int, int]:
     """(pendingFileCount from SYSTEM$PIPE_STATUS, length of the pipe's Redis queue stream)."""
     status = json.loads(stack.sql(f"SELECT SYSTEM$PIPE_STATUS('{pipe}') AS s")[0]["S"])
     s = stack.settings
-    catalog = Catalog(s.redis.client(), Keys(s.redis.prefix))
-    p = catalog.get(Pipe, str(qualify(pipe, Defaults(s.database, s.schema_name))))
-    depth = int(cast(int, s.redis.client().xlen(Keys(s.redis.prefix).queue(p.id))))
+    qualified = str(qualify(pipe, Defaults(s.database, s.schema_name)))
+    with closing(s.redis.client()) as client:
+        p = Catalog(client, Keys(s.redis.prefix)).get(Pipe, qualified)
+        depth = int(cast(int, client.xlen(Keys(s.redis.prefix).queue(p.id))))
     return int(status["pendingFileCount"]), depth
 
 

@@ -127,7 +127,13 @@ def check_pruning(stack: Stack, table: str) -> None:
         print(
             f"WHERE {where}: read {stats['blobs_scanned']} of {stats['blobs_total']} blobs, {len(got)} rows"
         )
-        assert stats == {"blobs_total": FILES, "blobs_scanned": read}, where
+        # One file of 20 rows per blob: one row group each.
+        assert stats == {
+            "blobs_total": FILES,
+            "blobs_scanned": read,
+            "row_groups_total": read,
+            "row_groups_scanned": read,
+        }, where
         assert got == ids, where
 
     # The same counts reach `floe sql --json --profile` and the API's log line for the query.
@@ -145,7 +151,7 @@ def check_pruning(stack: Stack, table: str) -> None:
     print(f"floe sql --json --profile: {out['profile']}")
     assert out == {
         "rows": [{"ID": 620, "NAME": "row 620"}, {"ID": 621, "NAME": "row 621"}],
-        "profile": {"blobs_total": FILES, "blobs_scanned": 1},
+        "profile": {"blobs_total": FILES, "blobs_scanned": 1, "row_groups_total": 1, "row_groups_scanned": 1},
     }
     # Without --profile the JSON output is the bare array it always was.
     plain = subprocess.run(
