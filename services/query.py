@@ -1148,7 +1148,11 @@ class QueryEngine:
         error = None
         if table is None or table.id != pipe.table_id:
             state = "STOPPED_MISSING_TABLE"
-        elif not pipe.paused and (held := held_back(self.catalog, self.caller().breaker, [pipe])):
+        elif (
+            not pipe.paused
+            and pipe.copy_spec.functions  # only then is the caller (an HTTP client) worth making
+            and (held := held_back(self.catalog, self.caller().breaker, [pipe]))
+        ):
             function, trip = held[pipe.id]
             state = "STALLED_EXECUTION_ERROR"
             until = iso_utc(trip.until_ms)
