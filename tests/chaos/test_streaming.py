@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,30 @@ load lasts about 50 s, long enough for the three kills to fall in the middle of 
 
 
 @dataclass
+class Gate:
+    """How far the producers may send. The test raises it only after each kill, so every producer is
+    still mid-stream at every kill, however far the commits lag behind the sends."""
+
+    limit: int
+    cond: threading.Condition = field(default_factory=threading.Condition)
+
+    def raise_to(self, fraction: float) -> None:
+        with self.cond:
+            self.limit = int(fraction * ROWS_PER_CHANNEL)
+            self.cond.notify_all()
+
+    def poke(self) -> None:
+        """Wake the producers waiting here, to see a restart or the stop."""
+        with self.cond:
+            self.cond.notify_all()
+
+    def wait_for(self, offset: int, interrupted: Callable[[], bool]) -> None:
+        """Until ``offset`` is below the limit, or ``interrupted()``."""
+        with self.cond:
+            self.cond.wait_for(lambda: offset < self.limit or interrupted())
+
+
+@dataclass
 class Producer:
     """One channel's producer thread: its progress and what it ran into."""
 
@@ -42,6 +67,7 @@ class Producer:
     channel: str
     properties: dict[str, Any]
     stop: threading.Event
+    gate: Gate
     restart: threading.Event = field(default_factory=threading.Event)
     """Set by the test after each kill: the producer restarts as a crashed connector would."""
     resumed_from: list[int] = field(default_factory=list)
@@ -77,6 +103,7 @@ class Producer:
         offset = int(token) + 1 if token is not None else 0
         self.resumed_from.append(offset)
         while offset < ROWS_PER_CHANNEL and not self.stop.is_set():
+            self.gate.wait_for(offset, lambda: self.restart.is_set() or self.stop.is_set())
             if self.restart.is_set():
                 self.restart.clear()
                 return False
@@ -93,10 +120,12 @@ class Producer:
         return True
 
 
-def restart(producers: list[Producer]) -> None:
-    """Make every producer reopen its channel and resend from the committed token."""
+def restart(producers: list[Producer], gate: Gate, fraction: float) -> None:
+    """Make every producer reopen its channel and resend from the committed token, up to ``fraction``."""
     for p in producers:
         p.restart.set()
+    gate.poke()
+    gate.raise_to(fraction)
 
 
 def committed(stack: Stack, table: str) -> dict[str, int]:
@@ -125,7 +154,9 @@ def test_producers_resume_from_committed_tokens_through_three_kills(stack: Stack
     names = [f"partition-{i}" for i in range(CHANNELS)]
     mark = len(stack.log_text("pipeline"))
     stop = threading.Event()
-    producers = [Producer(table, n, client_properties(stack), stop) for n in names]
+    gate = Gate(0)
+    gate.raise_to(0.3)
+    producers = [Producer(table, n, client_properties(stack), stop, gate) for n in names]
     threads = [threading.Thread(target=p.run, name=f"producer-{p.channel}", daemon=True) for p in producers]
     for t in threads:
         t.start()
@@ -135,7 +166,7 @@ def test_producers_resume_from_committed_tokens_through_three_kills(stack: Stack
         before = committed(stack, table)
         assert stack.stop("api", signal.SIGKILL) == -signal.SIGKILL
         stack.start("api")
-        restart(producers)
+        restart(producers, gate, 0.55)
         assert min(before.values()) < ROWS_PER_CHANNEL - 1, "the load must be under way at the API kill"
 
         # 2. The Spark job, mid-load.
@@ -143,7 +174,7 @@ def test_producers_resume_from_committed_tokens_through_three_kills(stack: Stack
         before = committed(stack, table)
         assert stack.stop("pipeline", signal.SIGKILL) == -signal.SIGKILL
         stack.start("pipeline")
-        restart(producers)
+        restart(producers, gate, 0.8)
         assert min(before.values()) < ROWS_PER_CHANNEL - 1, "the load must be under way at the job kill"
 
         # 3. Redis, restarted from its append-only file.
@@ -154,7 +185,7 @@ def test_producers_resume_from_committed_tokens_through_three_kills(stack: Stack
         os.kill(pid, signal.SIGKILL)
         wait_until(lambda: running_pid("redis", services) is None, timeout=30, what="redis to die")
         ensure_services(services)
-        restart(producers)
+        restart(producers, gate, 1.0)
         assert min(before.values()) < ROWS_PER_CHANNEL - 1, "the load must be under way at the Redis kill"
 
         for t in threads:
@@ -162,6 +193,7 @@ def test_producers_resume_from_committed_tokens_through_three_kills(stack: Stack
         assert all(p.done for p in producers), [(p.channel, p.errors[-3:]) for p in producers]
     finally:
         stop.set()
+        gate.poke()
     got = stack.sql(
         f"SELECT ch, COUNT(*) AS n, COUNT(DISTINCT off) AS d, MIN(off) AS lo, MAX(off) AS hi FROM {table} "
         "GROUP BY ch ORDER BY ch"
