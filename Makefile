@@ -18,7 +18,7 @@ STACK := $(PY) -m infra.stack
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: help deps venv localstack-install redis-install up down status services-up services-down \
-        run test chaos lint bench bench-smoke clean redis-cluster-up redis-cluster-down test-cluster \
+        run test chaos volume lint bench bench-smoke clean redis-cluster-up redis-cluster-down test-cluster \
         cluster-up cluster-down
 
 help: ## list the targets
@@ -108,13 +108,13 @@ run: deps ## the demo: start the stack, load sample files, follow until Ctrl-C, 
 
 # Only the services this run started are stopped afterwards: a stack you started yourself stays up.
 # The EXIT trap keeps pytest's exit code.
-# The chaos suite's kill tests run here too (about 10 of the suite's ~13 minutes); the volume test
-# (10,000 files, ~7 minutes, mostly LocalStack's notification path) only in `make chaos`.
-test: deps lint ## lint, every test but the volume ones, then a smoke run of the benchmarks (services started and stopped)
+# The kill tests are `make chaos` (each restarts the Spark job, about half a minute a time), which CI
+# runs after this; the volume tests are `make volume`, and the cluster ones `make test-cluster`.
+test: deps lint ## lint, the unit, integration and end-to-end tests, then a smoke run of the benchmarks (services started and stopped)
 	@record="$(STATE_DIR)/run/test-services.txt"; \
 	$(STACK) services-up --record "$$record" || exit $$?; \
 	trap '$(STACK) services-down --recorded "$$record"' EXIT; trap 'exit 130' INT TERM; \
-	$(VENV)/bin/pytest -m "not volume and not spark_cluster" --durations=15 tests && $(PY) -m bench.run --smoke
+	$(VENV)/bin/pytest -m "not chaos and not volume and not spark_cluster" --durations=15 tests && $(PY) -m bench.run --smoke
 
 # The tests marked `cluster` (tests/infra/conftest.py marks the e2e ones): Floe's steps on a real
 # cluster, and the auto-ingest, REST and kill tests with the whole stack on it; and those marked
@@ -126,11 +126,17 @@ test-cluster: deps ## the e2e auto-ingest, REST and kill tests on a local Redis 
 	trap '$(STACK) services-down --recorded "$$record"' EXIT; trap 'exit 130' INT TERM; \
 	$(VENV)/bin/pytest -m "cluster or spark_cluster" --durations=10 tests
 
-chaos: deps ## run the fault-injection tests (kills and restarts) and the volume tests (-rP: their printed figures)
+chaos: deps ## the fault-injection tests: kill -9 and SIGTERM of each process mid-load, exactly-once checked (-rP: their figures)
 	@record="$(STATE_DIR)/run/chaos-services.txt"; \
 	$(STACK) services-up --record "$$record" || exit $$?; \
 	trap '$(STACK) services-down --recorded "$$record"' EXIT; trap 'exit 130' INT TERM; \
-	$(VENV)/bin/pytest -m chaos -rP tests
+	$(VENV)/bin/pytest -m "chaos and not volume and not spark_cluster" --durations=10 -rP tests
+
+volume: deps ## the large loads: 10,000 files put at once, a 2 GB CSV with the Spark job's peak memory (-rP: their figures)
+	@record="$(STATE_DIR)/run/volume-services.txt"; \
+	$(STACK) services-up --record "$$record" || exit $$?; \
+	trap '$(STACK) services-down --recorded "$$record"' EXIT; trap 'exit 130' INT TERM; \
+	$(VENV)/bin/pytest -m volume -rP tests
 
 # mypy gets only the packages that have Python files yet (it fails on an empty directory).
 # lint-imports checks the layering in pyproject's [tool.importlinter] (docs/architecture.md, "Packages");

@@ -24,6 +24,11 @@ from typing import Any, Protocol
 from redis.cluster import RedisCluster
 from redis.commands.core import Script
 from redis.crc import key_slot
+from redis.exceptions import RedisClusterException, RedisError
+
+REDIS_ERRORS: tuple[type[Exception], ...] = (RedisError, RedisClusterException)
+"""What a client raises when the store does not answer. redis-py's cluster client raises
+``RedisClusterException``, which is not a ``RedisError``, when no node answers or a slot has none."""
 
 
 @dataclass(frozen=True)

@@ -141,18 +141,46 @@ class Faults:
         self.settings = settings
         self._hits: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._armed = settings
+        self._stamp: tuple[int, int, int] | None = None
+
+    def current(self) -> FaultSettings:
+        """The fault settings in force: the arm file's over the process's own, while it exists."""
+        path = self.settings.arm_file
+        if not path:
+            return self.settings
+        try:
+            st = os.stat(path)
+            stamp: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            stamp = None
+        with self._lock:
+            if stamp != self._stamp:
+                self._stamp = stamp
+                self._hits.clear()
+                self._armed = self.settings if stamp is None else self._read(path)
+            return self._armed
+
+    def _read(self, path: str) -> FaultSettings:
+        try:
+            override = json.loads(Path(path).read_text())
+            return FaultSettings.model_validate({**self.settings.model_dump(), **override})
+        except (OSError, ValueError) as exc:  # a half-written or wrong file arms nothing
+            logging.getLogger("floe.faults").warning("fault arm file %s ignored: %s", path, exc)
+            return self.settings
 
     def hit(self, point: str) -> None:
         """Mark that ``point`` was reached; crash if it is the configured one."""
-        if point != self.settings.crash_at:
+        armed = self.current()
+        if point != armed.crash_at:
             return
         with self._lock:
             self._hits[point] = self._hits.get(point, 0) + 1
-            if self._hits[point] != self.settings.crash_on_hit:
+            if self._hits[point] != armed.crash_on_hit:
                 return
         logging.getLogger("floe.faults").warning("fault injection: SIGKILL at %s", point)
-        if self.settings.record_file:
-            fd = os.open(self.settings.record_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        if armed.record_file:
+            fd = os.open(armed.record_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 os.write(fd, f"{point} {os.getpid()}\n".encode())
                 os.fsync(fd)

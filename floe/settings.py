@@ -156,7 +156,9 @@ class QuerySettings(_Section):
     threads: int = 2
     """DuckDB threads of one query's connection."""
     max_result_rows: int = 100_000
-    """A query whose result has more rows fails; add a LIMIT."""
+    """A query whose result has more rows fails, unless it is streamed (`floe sql`, ``"stream": true``)."""
+    page_rows: int = Field(default=10_000, gt=0)
+    """Rows per page of a streamed result; the API holds a couple of pages of it at a time."""
     max_concurrent: int = 4
     """Queries run at once per API process; the others wait, so REST calls keep their threads."""
 
@@ -340,6 +342,13 @@ class FaultSettings(_Section):
     commit_delay_s: float = 0.0
     """Seconds the Spark job waits between writing a micro-batch's blobs and committing them, after
     logging that it does (a batch in flight that a test can act on, say with CREATE OR REPLACE PIPE)."""
+    read_delay_s: float = 0.0
+    """Seconds a Spark task waits after fetching each staged file, as from a slow store: a batch stays
+    in flight long enough for a test to act on it (kill a cluster worker, say)."""
+    arm_file: str = ""
+    """JSON object of the fields above that overrides them while the file exists, re-read whenever it
+    changes (hit counts start again): the chaos tests arm and disarm a running process through it
+    rather than restart it with other settings. Empty means the settings alone."""
 
 
 class Settings(BaseSettings):

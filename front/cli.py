@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 import typer
@@ -12,7 +14,7 @@ from rich.table import Table as RichTable
 
 from floe.runtime import private_dir, private_files
 from floe.settings import Settings
-from front.client import SqlFailed, auth_header, run_sql
+from front.client import SqlFailed, auth_header, stream_sql
 
 app = typer.Typer(
     help="Floe: a self-hosted Snowpipe. Declare pipes in Snowflake SQL; "
@@ -23,15 +25,96 @@ app = typer.Typer(
 err = Console(stderr=True)
 
 
-def _print_table(body: dict[str, Any]) -> None:
-    table = RichTable(show_lines=False)
-    for col in body["columns"]:
-        table.add_column(col, overflow="fold")
-    for row in body["rows"]:
-        table.add_row(*["NULL" if v is None else str(v) for v in row])
-    Console().print(table)
-    n = len(body["rows"])
-    err.print(f"{n} row{'s' if n != 1 else ''}", style="dim")
+class _Output:
+    """Prints a streamed answer as it comes: ``page`` for each page of rows, then ``end``."""
+
+    def __init__(self, columns: list[str], profile: bool) -> None:
+        self.columns = columns
+        self.profile = profile
+        self.rows = 0
+
+    def page(self, rows: list[list[Any]]) -> None:
+        raise NotImplementedError
+
+    def end(self, stats: dict[str, Any]) -> None:
+        """The answer is complete; ``stats`` is its trailer's."""
+        raise NotImplementedError
+
+    def cut(self) -> None:
+        """The answer failed after its first line (the error is printed next, on stderr)."""
+
+
+class _Tables(_Output):
+    """A rich table per page, the header on the first; then the row count (and the profile) on stderr."""
+
+    def __init__(self, columns: list[str], profile: bool) -> None:
+        super().__init__(columns, profile)
+        self.console = Console()
+
+    def page(self, rows: list[list[Any]]) -> None:
+        table = RichTable(show_lines=False, show_header=self.rows == 0)
+        for col in self.columns:
+            table.add_column(col, overflow="fold")
+        for row in rows:
+            table.add_row(*["NULL" if v is None else str(v) for v in row])
+        self.console.print(table)
+        self.rows += len(rows)
+
+    def end(self, stats: dict[str, Any]) -> None:
+        if self.rows == 0:
+            self.page([])  # the header alone, as for any empty result
+        err.print(f"{self.rows} row{'s' if self.rows != 1 else ''}", style="dim")
+        if self.profile and "blobs_total" in stats:
+            total, scanned = stats["blobs_total"], stats["blobs_scanned"]
+            err.print(
+                f"read {scanned} of {total} blob{'s' if total != 1 else ''} "
+                f"({total - scanned} skipped by min/max statistics)",
+                style="dim",
+            )
+
+
+class _Json(_Output):
+    """The JSON array of row objects, written a page at a time (with --profile, inside
+    ``{"rows": [...], "profile": {...}}``). The bytes are those ``json.dumps`` gives the whole
+    value, so scripts parse the same output as before results streamed."""
+
+    def __init__(self, columns: list[str], profile: bool) -> None:
+        super().__init__(columns, profile)
+        sys.stdout.write('{"rows": [' if profile else "[")
+
+    def page(self, rows: list[list[Any]]) -> None:
+        for row in rows:
+            record = dict(zip(self.columns, row, strict=True))
+            sys.stdout.write((", " if self.rows else "") + json.dumps(record, default=str))
+            self.rows += 1
+        sys.stdout.flush()
+
+    def end(self, stats: dict[str, Any]) -> None:
+        tail = f'], "profile": {json.dumps(stats, default=str)}}}' if self.profile else "]"
+        sys.stdout.write(tail + "\n")
+        sys.stdout.flush()
+
+    def cut(self) -> None:
+        sys.stdout.write("\n")  # ends the open array's line
+        sys.stdout.flush()
+
+
+def _print(answer: Iterable[dict[str, Any]], as_json: bool, profile: bool) -> None:
+    """Print a streamed answer (``stream_sql``) page by page. A failure (SqlFailed) leaves what came
+    printed; a --json array then stays open, so a cut result never parses as a whole one."""
+    out: _Output | None = None
+    try:
+        for item in answer:
+            if out is None:
+                out = (_Json if as_json else _Tables)(item["columns"], profile)
+            elif "success" in item:
+                out.end(item.get("stats") or {})
+            else:
+                out.page(item["rows"])
+    except SqlFailed:
+        if out is not None:
+            out.cut()
+        raise
 
 
 @app.command()
@@ -46,7 +129,11 @@ def sql(
     ],
     as_json: Annotated[
         bool,
-        typer.Option("--json", help="Print a JSON array of row objects (an object with --profile)."),
+        typer.Option(
+            "--json",
+            help="Print a JSON array of row objects (an object with --profile), written as the rows "
+            "arrive; if the statement fails midway, the array is left unclosed and the exit code is 1.",
+        ),
     ] = False,
     profile: Annotated[
         bool,
@@ -81,6 +168,11 @@ def sql(
     Requests are signed with a key-pair JWT: by default as the admin user, with the key the API
     created in .floe/admin_rsa_key.p8 on its first start.
 
+    The result is streamed: rows are printed page by page (FLOE_QUERY__PAGE_ROWS, 10,000) as the
+    API sends them, a table per page, so a result of any size is printed (FLOE_QUERY__MAX_RESULT_ROWS
+    bounds only unstreamed answers) within the query's time limit (FLOE_QUERY__TIMEOUT_S). If the
+    statement fails midway, the rows printed stay, the error follows and the exit code is 1.
+
     Supported: CREATE [OR REPLACE] STAGE | TABLE | PIPE, SHOW STAGES | TABLES | PIPES,
     DESC PIPE | TABLE | STAGE, DROP PIPE | TABLE | STAGE, ALTER PIPE ... SET PIPE_EXECUTION_PAUSED,
     ALTER PIPE p REFRESH [PREFIX = '...'] [MODIFIED_AFTER = '...'],
@@ -112,26 +204,15 @@ def sql(
     if user is not None and private_key_file is None:
         err.print("[red]--user needs --private-key-file (the PEM key registered for that user)[/red]")
         raise typer.Exit(2)
-    try:
-        body = run_sql(settings, statement, user=user, key_file=private_key_file, role=role)
-    except SqlFailed as exc:
-        err.print(f"[red]{exc}[/red]")
-        raise typer.Exit(1) from None
-    stats = body.get("stats") or {}
-    if as_json:
-        records = [dict(zip(body["columns"], row, strict=True)) for row in body["rows"]]
-        # The plain --json output stays a bare array: scripts already parse it.
-        out: Any = {"rows": records, "profile": stats} if profile else records
-        sys.stdout.write(json.dumps(out, default=str) + "\n")
-    else:
-        _print_table(body)
-        if profile and "blobs_total" in stats:
-            total, scanned = stats["blobs_total"], stats["blobs_scanned"]
-            err.print(
-                f"read {scanned} of {total} blob{'s' if total != 1 else ''} "
-                f"({total - scanned} skipped by min/max statistics)",
-                style="dim",
-            )
+    # Closed however printing ends, so the API stops the query of an answer left unread.
+    with contextlib.closing(
+        stream_sql(settings, statement, user=user, key_file=private_key_file, role=role)
+    ) as answer:
+        try:
+            _print(answer, as_json, profile)
+        except SqlFailed as exc:
+            err.print(f"[red]{exc}[/red]")
+            raise typer.Exit(1) from None
 
 
 @app.command()

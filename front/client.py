@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import ssl
 import threading
 import time
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,8 @@ from floe.tls import TlsError, api_base_url, client_ssl_context
 _TOKEN_LIFETIME_S = 3540
 _tokens: dict[tuple[str, str, str], tuple[str, float]] = {}
 _tokens_lock = threading.Lock()
+NDJSON = "application/x-ndjson"
+"""The content type of a streamed answer."""
 
 
 class SqlFailed(FloeError):
@@ -63,32 +68,34 @@ def auth_header(settings: Settings, user: str | None = None, key_file: str | Non
     return {"Authorization": f"Bearer {hit[0]}", "X-Snowflake-Authorization-Token-Type": "KEYPAIR_JWT"}
 
 
-def run_sql(
+def _request(
     settings: Settings,
     statement: str,
-    timeout: float = 120.0,
-    *,
-    user: str | None = None,
-    key_file: str | None = None,
-    role: str | None = None,
-) -> dict[str, Any]:
-    """POST a statement (or several, separated by ';') to the API as ``user`` (the admin by default),
-    acting as ``role`` (the user's default role if None); the JSON answer or SqlFailed."""
+    user: str | None,
+    key_file: str | None,
+    role: str | None,
+    stream: bool = False,
+) -> tuple[str, dict[str, Any]]:
+    """The SQL endpoint's URL and httpx's arguments for a statement: body, auth header, TLS."""
     url = f"{api_base_url(settings)}/api/v1/sql"
     try:
         context = client_ssl_context(settings)
     except TlsError as exc:
         raise StatementRejected(exc.message) from None
-    headers = auth_header(settings, user, key_file)
+    body: dict[str, Any] = {"sql": statement}
+    if role is not None:
+        body["role"] = role
+    if stream:
+        body["stream"] = True
+    # With TLS, only the configured CA (or the system's store) vouches for the API; never unverified.
+    return url, {"json": body, "headers": auth_header(settings, user, key_file), "verify": context or True}
+
+
+@contextlib.contextmanager
+def _reaching(url: str) -> Iterator[None]:
+    """httpx's transport errors as SqlFailed, saying what to check."""
     try:
-        # With TLS, only the configured CA (or the system's store) vouches for the API; never unverified.
-        resp = httpx.post(
-            url,
-            json={"sql": statement} if role is None else {"sql": statement, "role": role},
-            headers=headers,
-            timeout=timeout,
-            verify=context or True,
-        )
+        yield
     except httpx.ConnectError as exc:
         if isinstance(exc.__cause__, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(exc):
             # Retrying cannot fix a certificate the client does not trust: a configuration error.
@@ -107,6 +114,15 @@ def run_sql(
             f"the Floe API at {url} did not answer ({type(exc).__name__}: {exc}); whether the "
             "statement ran is unknown. Check `make status` and the API log (.floe/logs/api.log)."
         ) from exc
+
+
+def _refusal(status: int, body: dict[str, Any]) -> SqlFailed:
+    """The SqlFailed of an error answer (or of a streamed answer's failure trailer, ``status`` 200)."""
+    return _failure(status, f"{body.get('code', status)} ({body.get('sqlState', '')}): {body.get('message')}")
+
+
+def _json_answer(resp: httpx.Response) -> dict[str, Any]:
+    """A JSON answer's body; SqlFailed if it is an error, or not JSON."""
     try:
         body = resp.json()
     except ValueError:
@@ -114,11 +130,69 @@ def run_sql(
             resp.status_code, f"the API answered {resp.status_code} without a JSON body: {resp.text[:200]}"
         ) from None
     if resp.status_code != 200 or not body.get("success"):
-        raise _failure(
-            resp.status_code,
-            f"{body.get('code', resp.status_code)} ({body.get('sqlState', '')}): {body.get('message')}",
-        )
+        raise _refusal(resp.status_code, body)
     return dict(body)
+
+
+def run_sql(
+    settings: Settings,
+    statement: str,
+    timeout: float = 120.0,
+    *,
+    user: str | None = None,
+    key_file: str | None = None,
+    role: str | None = None,
+) -> dict[str, Any]:
+    """POST a statement (or several, separated by ';') to the API as ``user`` (the admin by default),
+    acting as ``role`` (the user's default role if None); the JSON answer or SqlFailed."""
+    url, options = _request(settings, statement, user, key_file, role)
+    with _reaching(url):
+        resp = httpx.post(url, timeout=timeout, **options)
+    return _json_answer(resp)
+
+
+def stream_sql(
+    settings: Settings,
+    statement: str,
+    timeout: float = 120.0,
+    *,
+    user: str | None = None,
+    key_file: str | None = None,
+    role: str | None = None,
+) -> Generator[dict[str, Any], None, None]:
+    """``run_sql`` with ``"stream": true``: yields ``{"columns": [...]}``, then each
+    ``{"rows": [[...], ...]}`` page as it arrives, then the trailer ``{"success": true, "rows": n,
+    "stats": {...}}``. A statement refused before its first line, a failure trailer, or an answer cut
+    short raise SqlFailed (after the pages that came). ``timeout`` bounds each wait for a line."""
+    url, options = _request(settings, statement, user, key_file, role, stream=True)
+    with _reaching(url), httpx.stream("POST", url, timeout=timeout, **options) as resp:
+        if not resp.headers.get("content-type", "").startswith(NDJSON):
+            # An error answered before the first line (or an API that does not stream): one JSON body.
+            resp.read()
+            body = _json_answer(resp)
+            yield {"columns": body["columns"]}
+            yield {"rows": body["rows"]}
+            yield {"success": True, "rows": len(body["rows"]), "stats": body.get("stats") or {}}
+            return
+        for line in resp.iter_lines():
+            if not line:
+                continue
+            try:
+                item = json.loads(line)
+            except ValueError:
+                raise ApiUnavailable(
+                    f"the Floe API at {url} sent a line that is not JSON: {line[:200]}"
+                ) from None
+            if "success" in item:
+                if not item["success"]:
+                    raise _refusal(resp.status_code, item)
+                yield item
+                return
+            yield item
+    raise ApiUnavailable(
+        f"the answer of the Floe API at {url} ended before its last line: the result is incomplete. "
+        "Check `make status` and the API log (.floe/logs/api.log)."
+    )
 
 
 def records(body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -24,14 +24,11 @@ with the users file it wrote, and the tests do the same.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -43,6 +40,16 @@ from rich.console import Console
 
 from floe.runtime import OWNER_ONLY_UMASK, private_dir
 from floe.settings import RedisSettings, Settings
+from infra.processes import (
+    Ending,
+    environ_without,
+    exit_code,
+    launch,
+    log_tail,
+    process_alive,
+    read_pid,
+    stop_group,
+)
 
 NODES = 3
 """Primaries, and so the ports after the URL's that the cluster takes."""
@@ -53,6 +60,7 @@ LOOPBACK = frozenset({"127.0.0.1", "localhost"})
 READY_TIMEOUT_S = 30.0
 STOP_GRACE_S = 20.0
 POLL_S = 0.1
+LOG_TAIL_LINES = 20
 
 
 class ClusterError(RuntimeError):
@@ -184,44 +192,13 @@ def _fresh(info: dict[str, str] | None) -> bool:
 
 # ------------------------------------------------------------------------------------------ processes
 
-# The nodes this process started, until they are stopped: a Popen dropped while its child runs is a
-# ResourceWarning (the tests turn warnings into failures).
-_STARTED: dict[int, subprocess.Popen[bytes]] = {}
-
-
-@atexit.register
-def _leave_running() -> None:
-    # `make redis-cluster-up` leaves its nodes running on purpose; init reaps them.
-    if _STARTED:
-        warnings.filterwarnings("ignore", r"subprocess \d+ is still running", ResourceWarning)
-
-
-def _read_pid(node: Node) -> int | None:
-    try:
-        return int(node.pid_file.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _alive(pid: int, node: Node) -> bool:
-    """True when ``pid`` runs (not a zombie) and is this node's redis-server, which titles itself
-    ``redis-server <host>:<port> [cluster]`` (pid files outlive reboots, and pids are reused)."""
-    proc = _STARTED.get(pid)
-    if proc is not None and proc.poll() is not None:
-        del _STARTED[pid]
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return False
-    return stat[0] != "Z" and "redis-server" in title and f":{node.port}" in title
-
 
 def running_pid(node: Node) -> int | None:
     """The pid of the node when this module started it and it still runs."""
-    pid = _read_pid(node)
-    return pid if pid is not None and _alive(pid, node) else None
+    pid = read_pid(node.pid_file)
+    # Only if it is still this node's redis-server, which titles itself `redis-server <host>:<port>
+    # [cluster]`: pid files outlive reboots, and pids are reused.
+    return pid if pid is not None and process_alive(pid, "redis-server", f":{node.port}") else None
 
 
 def _start(node: Node, users_file: Path) -> int:
@@ -231,52 +208,28 @@ def _start(node: Node, users_file: Path) -> int:
                 f"port {node.host}:{port} is taken by something that is not a node of Floe's cluster; "
                 "stop it or point FLOE_REDIS__URL at other ports"
             )
-    for directory in (node.directory, node.pid_file.parent, node.log.parent):
-        private_dir(directory)
-    # An explicit password has no business in redis-server's /proc/<pid>/environ.
-    env = {k: v for k, v in os.environ.items() if k.upper() != "FLOE_REDIS__PASSWORD"}
-    fd = os.open(node.log, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600)
-    with os.fdopen(fd, "ab") as out:
-        out.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} starting {node.address}\n".encode())
-        out.flush()
-        proc = subprocess.Popen(
-            node_argv(node, users_file),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            umask=OWNER_ONLY_UMASK,
-        )
-    _STARTED[proc.pid] = proc
-    tmp = node.pid_file.with_suffix(".tmp")
-    with os.fdopen(os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600), "w") as out:
-        out.write(f"{proc.pid}\n")
-    tmp.replace(node.pid_file)  # atomically: a concurrent reader never sees half a pid
-    return proc.pid
+    private_dir(node.directory)
+    return launch(
+        node_argv(node, users_file),
+        log=node.log,
+        pid_file=node.pid_file,
+        # An explicit password has no business in redis-server's /proc/<pid>/environ.
+        env=environ_without("FLOE_REDIS__PASSWORD"),
+        umask=OWNER_ONLY_UMASK,
+        banner=f"starting {node.address}",
+    ).pid
 
 
-def _log_tail(node: Node, lines: int = 20) -> str:
-    try:
-        return "\n".join(node.log.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
+def _log_tail(node: Node) -> str:
+    return log_tail(node.log, LOG_TAIL_LINES) or "(no log)"
 
 
 def _stop(pid: int, node: Node) -> str:
     """SIGTERM the node (its session), SIGKILL it after the grace period; say which was needed."""
-    for sig, wait_s in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, sig)
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if not _alive(pid, node):
-                proc = _STARTED.pop(pid, None)
-                if proc is not None:
-                    proc.wait()
-                return "stopped" if sig == signal.SIGTERM else "killed"
-            time.sleep(POLL_S)
-    raise ClusterError(f"redis-cluster {node.address}: pid {pid} did not exit even after SIGKILL")
+    ending = stop_group(pid, STOP_GRACE_S)
+    if ending is Ending.SURVIVED:
+        raise ClusterError(f"redis-cluster {node.address}: pid {pid} did not exit even after SIGKILL")
+    return "killed" if ending is Ending.KILLED else "stopped"
 
 
 # ------------------------------------------------------------------------------------------ public
@@ -330,8 +283,8 @@ def _wait(ready: Callable[[], bool], node: Node, what: str, timeout_s: float = R
     """Poll ``ready`` until it holds; fail at once when the node's process exited, with its log."""
     deadline = time.monotonic() + timeout_s
     while not ready():
-        pid = _read_pid(node)
-        if pid is not None and pid in _STARTED and _STARTED[pid].poll() is not None:
+        pid = read_pid(node.pid_file)
+        if pid is not None and exit_code(pid) is not None:
             raise ClusterError(f"redis-cluster {node.address} exited; its log ends:\n{_log_tail(node)}")
         if time.monotonic() > deadline:
             raise ClusterError(
@@ -370,7 +323,7 @@ def _form(settings: Settings, layout: list[Node], console: Console) -> None:
 
 def _create(settings: Settings, layout: list[Node]) -> None:
     """``redis-cli --cluster create``: a third of the slots to each node, no replicas."""
-    env = {k: v for k, v in os.environ.items() if k.upper() != "FLOE_REDIS__PASSWORD"}
+    env = environ_without("FLOE_REDIS__PASSWORD")
     argv = [
         "redis-cli",
         "--cluster",

@@ -16,11 +16,9 @@ Command line: ``python -m infra.spark_cluster {up,down,status}`` (``make cluster
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 import urllib.error
@@ -31,6 +29,7 @@ from typing import Any
 
 from floe.runtime import free_port, private_dir
 from floe.settings import Settings
+from infra.processes import Ending, launch, process_alive, read_pid, stop_group, wait_gone
 
 MASTER_PORT = 7077
 """The master's RPC port: ``spark://127.0.0.1:7077``."""
@@ -38,10 +37,8 @@ READY_TIMEOUT_S = 90.0
 """A master and two workers take about 10 s to start and register on two cores."""
 STOP_GRACE_S = 10.0
 KILL_WAIT_S = 10.0
-
-
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
-"""The parts this process started, by pid."""
+SPARK_MARKER = "org.apache.spark.deploy."
+"""On a master's and a worker's command line: a pid file that outlived a reboot names another process."""
 
 
 class ClusterError(RuntimeError):
@@ -106,42 +103,15 @@ def _env() -> dict[str, str]:
 
 
 def _launch(settings: Settings, part: str, argv: list[str], env: dict[str, str]) -> int:
-    log = _log_file(settings, part)
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            argv,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
-    _pid_file(settings, part).write_text(str(proc.pid))
-    # Kept, so that the Popen is not collected (and does not warn) while the part runs, and so that
-    # stop() can reap it.
-    _CHILDREN[proc.pid] = proc
-    return proc.pid
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child of this process counts as gone.
-    try:
-        return os.waitpid(pid, os.WNOHANG) == (0, 0)
-    except ChildProcessError:
-        return True
+    """Start one part detached, in its own session (so that a stop reaches its whole process group)."""
+    return launch(argv, log=_log_file(settings, part), pid_file=_pid_file(settings, part), env=env).pid
 
 
 def running(settings: Settings) -> Cluster | None:
     """The cluster this state directory started, if its master is still up."""
     info = _info_file(settings)
-    pid_file = _pid_file(settings, "master")
-    if not info.exists() or not pid_file.exists() or not _alive(int(pid_file.read_text())):
+    pid = read_pid(_pid_file(settings, "master"))
+    if not info.exists() or pid is None or not process_alive(pid, SPARK_MARKER):
         return None
     data = json.loads(info.read_text())
     return Cluster(data["master_url"], data["ui_url"], tuple(Path(d) for d in data["worker_dirs"]))
@@ -214,7 +184,7 @@ def start(
     )
     deadline = time.monotonic() + timeout_s
     while cluster.alive_workers() < workers:
-        if not _alive(master):
+        if not process_alive(master):  # just started: no stale pid file to doubt
             raise ClusterError(f"the Spark master exited; see {_log_file(settings, 'master')}")
         if time.monotonic() > deadline:
             stop(settings)
@@ -227,12 +197,15 @@ def start(
 
 
 def kill_worker(settings: Settings, n: int) -> int:
-    """SIGKILL worker ``n``'s whole process group (its JVM, executors and Python workers); its pid."""
-    pid = int(_pid_file(settings, f"worker-{n}").read_text())
+    """SIGKILL worker ``n``'s whole process group (its JVM, executors and Python workers) and wait
+    until it is gone; its pid."""
+    pid_file = _pid_file(settings, f"worker-{n}")
+    pid = read_pid(pid_file)
+    if pid is None:
+        raise ClusterError(f"worker {n} has no pid file ({pid_file}); is the cluster running?")
     os.killpg(pid, signal.SIGKILL)
-    child = _CHILDREN.pop(pid, None)
-    if child is not None:
-        child.wait(KILL_WAIT_S)
+    if not wait_gone(pid, group=True, timeout_s=KILL_WAIT_S):
+        raise ClusterError(f"worker {n} (pid {pid}) did not exit within {KILL_WAIT_S:.0f} s of SIGKILL")
     return pid
 
 
@@ -243,26 +216,14 @@ def stop(settings: Settings) -> list[str]:
     parts = sorted(p.name[len("spark-") : -len(".pid")] for p in _run_dir(settings).glob("spark-*.pid"))
     for part in sorted(parts, key=lambda p: p == "master"):  # workers first
         pid_file = _pid_file(settings, part)
-        pid = int(pid_file.read_text())
-        if _alive(pid):
-            _signal_group(pid, signal.SIGTERM)
-            deadline = time.monotonic() + STOP_GRACE_S
-            while _alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if _alive(pid):
-                _signal_group(pid, signal.SIGKILL)
+        pid = read_pid(pid_file)
+        if pid is not None and process_alive(pid, SPARK_MARKER):
+            if stop_group(pid, STOP_GRACE_S, KILL_WAIT_S) is Ending.SURVIVED:
+                raise ClusterError(f"spark {part} (pid {pid}) did not exit even after SIGKILL")
             stopped.append(part)
-        child = _CHILDREN.pop(pid, None)
-        if child is not None:
-            child.wait(KILL_WAIT_S)
         pid_file.unlink(missing_ok=True)
     _info_file(settings).unlink(missing_ok=True)
     return stopped
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, sig)
 
 
 def main(argv: list[str] | None = None) -> int:

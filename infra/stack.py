@@ -37,8 +37,6 @@ it). The tests call :func:`ensure_services` and :func:`stop`.
 from __future__ import annotations
 
 import argparse
-import atexit
-import contextlib
 import hashlib
 import json
 import os
@@ -52,7 +50,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +66,15 @@ from floe.runtime import OWNER_ONLY_UMASK, private_dir, private_files
 from floe.settings import RedisSettings, Settings
 from floe.tls import TlsError, api_base_url, client_ssl_context, ensure_tls
 from infra import redis_cluster
+from infra.processes import (
+    LOG_TAIL_LINES,
+    environ_without,
+    launch,
+    log_tail,
+    process_alive,
+    read_pid,
+    terminate,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO_ROOT / ".venv" / "bin"
@@ -81,9 +87,6 @@ FLOE_PROCESSES: tuple[str, ...] = ("api", "consumer", "pipeline")
 ALL_PARTS: tuple[str, ...] = SERVICES + FLOE_PROCESSES
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-STOP_GRACE_S = 20.0
-KILL_WAIT_S = 5.0
-LOG_TAIL_LINES = 30
 POLL_S = 0.2
 READY_TIMEOUT_S: dict[str, float] = {
     # The first LocalStack start measured ~6 s here; a cold page cache on a slow disk can take far longer.
@@ -407,7 +410,7 @@ def _redis_part(settings: Settings) -> Part:
     host = url.hostname or "127.0.0.1"
     port = url.port or 6379
     # An explicit password in the environment has no business in redis-server's /proc/<pid>/environ.
-    env = {key: value for key, value in os.environ.items() if key.upper() != "FLOE_REDIS__PASSWORD"}
+    env = environ_without("FLOE_REDIS__PASSWORD")
     return Part(
         name="redis",
         argv=redis_argv(settings),
@@ -505,121 +508,13 @@ def _ordered(names: Iterable[str]) -> list[str]:
 # ---------------------------------------------------------------------------------------- processes
 
 
-def _proc_stat(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat after the command name (state, ppid, pgrp, ...), or None."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name sits in parentheses and may itself contain spaces or parentheses.
-    return text.rsplit(")", 1)[1].split()
-
-
-# The parts this process started, until they are collected. A part outlives the command that
-# started it (`make up` exits), so nothing waits on it; but a Popen dropped while its child runs is
-# a ResourceWarning, and in-process callers (the tests) stop the parts they started.
-_STARTED: dict[int, subprocess.Popen[bytes]] = {}
-
-
-@atexit.register
-def _leave_running() -> None:
-    # A part still running when this process exits keeps running on purpose (init reaps it), so the
-    # Popen finalizers' "still running" warnings at interpreter exit say nothing worth reading.
-    if _STARTED:
-        warnings.filterwarnings("ignore", r"subprocess \d+ is still running", ResourceWarning)
-
-
-def _reap(pid: int) -> None:
-    """Collect ``pid`` if it is our own exited child (tests start parts in-process), so it is not a zombie."""
-    proc = _STARTED.get(pid)
-    if proc is not None:
-        if proc.poll() is not None:
-            del _STARTED[pid]
-        return
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-
-
-def process_alive(pid: int, marker: str) -> bool:
-    """True when ``pid`` runs, is not a zombie, and its command line contains ``marker``.
-
-    The marker check matters because pid files outlive reboots and pids get reused.
-    """
-    _reap(pid)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # it exists but belongs to someone else; the command line decides
-    if not Path("/proc").is_dir():
-        return True  # no procfs: the signal check is all there is
-    stat = _proc_stat(pid)
-    if stat is None or stat[0] == "Z":
-        return False
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return False
-    return marker in cmdline
-
-
-def _group_alive(pgid: int) -> bool:
-    """True while any non-zombie process remains in process group ``pgid``."""
-    if not Path("/proc").is_dir():
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        stat = _proc_stat(int(entry.name))
-        if stat is not None and stat[2] == str(pgid) and stat[0] != "Z":
-            return True
-    return False
-
-
-def _read_pid(path: Path) -> int | None:
-    """The pid in a pid file, or None when it is missing or garbled."""
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _write_pid(path: Path, pid: int) -> None:
-    """Write a pid file atomically, so a concurrent reader never sees it half-written."""
-    tmp = path.with_suffix(".pid.tmp")
-    fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(f"{pid}\n")
-    tmp.replace(path)
-
-
 def running_pid(name: str, settings: Settings) -> int | None:
     """Pid of ``name`` when the stack started it and it still runs, else None."""
     part = build_part(name, settings)
-    pid = _read_pid(pid_file(name, settings))
+    pid = read_pid(pid_file(name, settings))
     if pid is not None and process_alive(pid, part.cmdline_marker):
         return pid
     return None
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    """The last ``lines`` lines of a log file (empty when there is none)."""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            # Reading only the end keeps this cheap on logs that grew large over many restarts.
-            fh.seek(max(0, fh.tell() - 256 * 1024))
-            data = fh.read().decode(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(data.splitlines()[-lines:])
 
 
 def _failure(part: Part, settings: Settings, what: str, kind: type[StackError] = StackError) -> StackError:
@@ -632,58 +527,6 @@ def _failure(part: Part, settings: Settings, what: str, kind: type[StackError] =
         body = f" (no output in {log})"
     hint = f"\nHint: read {log}, fix the cause and run `make up` again; `make down` stops what is running."
     return kind(f"{part.name}: {what}{body}{hint}")
-
-
-def _signal_part(pid: int, sig: signal.Signals, group: bool) -> None:
-    """Send ``sig`` to the part's process group (its children too) or, failing that, to the pid alone."""
-    try:
-        if group:
-            os.killpg(pid, sig)
-        else:
-            os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _wait_gone(pid: int, group: bool, timeout_s: float) -> bool:
-    """Wait until the process (and its group, when ``group``) has exited; True if it did in time."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        _reap(pid)
-        if not _is_running(pid) and not (group and _group_alive(pid)):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.1)
-
-
-def _is_running(pid: int) -> bool:
-    """True when ``pid`` exists and is not a zombie (an exited process its parent has not collected)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    if not Path("/proc").is_dir():
-        return True
-    stat = _proc_stat(pid)
-    return stat is not None and stat[0] != "Z"
-
-
-def terminate(pid: int, grace_s: float = STOP_GRACE_S) -> str:
-    """SIGTERM the process group led by ``pid``, SIGKILL it after ``grace_s``; say which was needed."""
-    try:
-        group = os.getpgid(pid) == pid  # the stack starts every part as a session (and group) leader
-    except ProcessLookupError:
-        return "already gone"
-    _signal_part(pid, signal.SIGTERM, group)
-    if _wait_gone(pid, group, grace_s):
-        return "stopped"
-    _signal_part(pid, signal.SIGKILL, group)
-    if _wait_gone(pid, group, KILL_WAIT_S):
-        return f"killed after {grace_s:.0f} s"
-    return "did not die even after SIGKILL"
 
 
 def _start(part: Part, settings: Settings) -> tuple[int, float]:
@@ -703,33 +546,22 @@ def _start(part: Part, settings: Settings) -> tuple[int, float]:
             "stop it or point Floe elsewhere through settings (FLOE_...)"
         )
     private_dir(state_dir(settings))
-    for directory in (*part.dirs, pid_file(part.name, settings).parent, log_file(part.name, settings).parent):
+    for directory in part.dirs:
         private_dir(directory)
     if part.prepare is not None:
         part.prepare()
     if part.ready_path is not None:
         part.ready_path.unlink(missing_ok=True)  # a stale file from a crash would fake readiness
-    log = log_file(part.name, settings)
     started = time.monotonic()
-    fd = os.open(log, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600)
-    os.fchmod(fd, 0o600)  # a log an older Floe created world-readable
-    with os.fdopen(fd, "ab") as out:
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        out.write(f"\n=== {stamp} floe stack: starting {part.name}: {' '.join(part.argv)}\n".encode())
-        out.flush()
-        proc = subprocess.Popen(
-            part.argv,
-            env=dict(part.env),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            # Own session: terminal signals do not reach it, and `down` can signal its whole group.
-            start_new_session=True,
-            # Whatever the caller's umask (tests start parts in-process), what a part creates is 0600.
-            umask=OWNER_ONLY_UMASK,
-        )
-    _STARTED[proc.pid] = proc
-    _write_pid(pid_file(part.name, settings), proc.pid)
+    proc = launch(
+        part.argv,
+        log=log_file(part.name, settings),
+        pid_file=pid_file(part.name, settings),
+        env=part.env,
+        # Whatever the caller's umask (tests start parts in-process), what a part creates is 0600.
+        umask=OWNER_ONLY_UMASK,
+        banner=f"floe stack: starting {part.name}: {' '.join(part.argv)}",
+    )
     _wait_ready(part, settings, proc.pid, proc, started)
     return proc.pid, time.monotonic() - started
 
@@ -769,7 +601,7 @@ def _ensure_part(part: Part, settings: Settings) -> _Outcome:
     """Make one part ready, starting it only when neither we nor anyone else runs it."""
     if not part.enabled:
         return _Outcome(part.name, "not used")
-    pid = _read_pid(pid_file(part.name, settings))
+    pid = read_pid(pid_file(part.name, settings))
     if pid is not None and process_alive(pid, part.cmdline_marker):
         if part.is_ready():
             return _Outcome(part.name, "already running", pid=pid)
@@ -862,7 +694,7 @@ def stop(names: Iterable[str], settings: Settings | None = None, console: Consol
             continue
         part = build_part(name, settings)
         path = pid_file(name, settings)
-        pid = _read_pid(path)
+        pid = read_pid(path)
         if pid is not None and process_alive(pid, part.cmdline_marker):
             with console.status(f"stopping {name}…"):
                 how = terminate(pid)
@@ -893,7 +725,7 @@ def status(settings: Settings | None = None, names: Sequence[str] = ALL_PARTS) -
         if not part.enabled:
             result.append(PartStatus(name, "not used", None, "", log))
             continue
-        pid = _read_pid(pid_file(name, settings))
+        pid = read_pid(pid_file(name, settings))
         if pid is not None and process_alive(pid, part.cmdline_marker):
             state = "ready" if part.is_ready() else "starting"
         elif part.answers is not None and part.answers():

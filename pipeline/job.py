@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import zlib
 from collections import defaultdict
@@ -18,7 +19,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import pyarrow as pa
-from pyspark.errors import StreamingQueryException
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
 from floe.aws import AWS_ERRORS
@@ -150,7 +152,7 @@ class BatchProcessor:
             .collect()
         )
         self.faults.hit("pipeline.after_blobs")
-        if (delay := self.settings.faults.commit_delay_s) > 0:
+        if (delay := self.faults.current().commit_delay_s) > 0:
             log.warning("fault injection: batch %d waits %.1f s before its commit", batch_id, delay)
             time.sleep(delay)
         loaded = time.monotonic()
@@ -266,7 +268,9 @@ def run(settings: Settings) -> None:
     spark = spark_session(settings, "floe-pipeline")
     spark.dataSource.register(FloeFileSource)
     processor = BatchProcessor(settings, spark)
-    _warm_up(spark, p.partitions)
+    # Alongside the query's start, which starts the source's own Python process: the two overlap,
+    # and the first micro-batch's tasks queue behind the warm-up's if a file is that quick.
+    threading.Thread(target=_warm_up, args=(spark, p.partitions), name="floe-warm-up", daemon=True).start()
     try:
         while not shutdown.requested:
             stream = (
@@ -380,7 +384,11 @@ def _warm_up(spark: SparkSession, partitions: int) -> None:
         yield from batches
 
     started = time.monotonic()
-    spark.range(n, numPartitions=n).mapInArrow(touch, "id long").collect()
+    try:
+        spark.range(n, numPartitions=n).mapInArrow(touch, "id long").collect()
+    except (Py4JError, PySparkException) as exc:  # a job stopped at once: the first batch starts them
+        log.warning("python workers not warmed up: %s", _first_line(exc))
+        return
     log.info("python workers warmed up in %.1f s", time.monotonic() - started)
 
 

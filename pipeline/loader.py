@@ -235,6 +235,10 @@ def fetch_file(w: _Worker, pipe: Pipe, path: str, *, stream: bool = True) -> byt
                 message = PartTooLarge(path, whole_limit, record=False, kind=kind).message
                 return LoadOutcome.stopped(path, message, system=False, size=data.size)
         w.faults.hit("pipeline.reading")
+        if (delay := w.faults.current().read_delay_s) > 0:
+            # On the executor's log: a test sees which worker is in the middle of a batch.
+            log.warning("fault injection: s3://%s waits %.1f s after its fetch", location, delay)
+            time.sleep(delay)
         return data
     except FileNotFoundError:
         return LoadOutcome.stopped(path, _not_found(location), system=True)

@@ -12,7 +12,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-import redis
 from fastapi.responses import JSONResponse
 
 from floe.errors import (
@@ -23,6 +22,7 @@ from floe.errors import (
     TerminalError,
     TransientError,
 )
+from floe.keys import REDIS_ERRORS
 
 log = logging.getLogger("floe.api")
 
@@ -126,7 +126,7 @@ def answer_for(exc: BaseException, path: str) -> ErrorAnswer:
         return ErrorAnswer(path, 422, exc.code, exc.message, exc.sql_state)
     if isinstance(exc, FloeError):
         return ErrorAnswer(path, 500, "000603", str(exc))
-    if isinstance(exc, redis.RedisError):
+    if isinstance(exc, REDIS_ERRORS):
         # Neither the URL nor redis-py's text: either may carry the host, user or password.
         log.warning("the metadata store is unavailable (%s)", type(exc).__name__)
         return ErrorAnswer(path, 503, "390503" if rest else "000603", METADATA_STORE_DOWN)

@@ -17,14 +17,14 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from types import FrameType
 from typing import Any
 from urllib.parse import parse_qs
 
 import anyio
+import anyio.from_thread
 import anyio.to_thread
-import redis
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
@@ -37,7 +37,7 @@ from floe.catalog import ADMIN_ROLE, Catalog, User, now_ms
 from floe.catalog.ddl import Defaults
 from floe.errors import AuthenticationFailed
 from floe.keypair import create_private_file, ensure_key_file, public_key_body
-from floe.keys import Keys, RedisClient
+from floe.keys import REDIS_ERRORS, Keys, RedisClient
 from floe.runtime import log_context
 from floe.settings import Settings
 from services.answers import ErrorAnswer, RestError, Throttled, answer_for, is_rest
@@ -50,13 +50,16 @@ from services.auth import (
     ScopedTokens,
 )
 from services.dedup import Deduper
-from services.query import Result
+from services.query import Result, RowSink
 from services.snowpipe import SnowpipeService, caller_of, router
 from services.sql import SqlExecutor
 from services.streaming import StreamingService
 from services.streaming import router as streaming_router
 
 log = logging.getLogger("floe.api")
+
+ADMISSION_ERRORS: tuple[type[Exception], ...] = (AuthenticationFailed, Throttled, *REDIS_ERRORS)
+"""What admitting a request can raise that has an answer of its own (401, 429, 503)."""
 
 PUBLIC_PATHS = frozenset({"/health", "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 """Paths served without a token (and without a body)."""
@@ -72,6 +75,12 @@ class SqlRequest(BaseModel):
     role: str | None = None
     """The role to act as (as USE ROLE would); it must be granted to the user. Default: the user's
     DEFAULT_ROLE."""
+    stream: bool = False
+    """Answer ``application/x-ndjson`` as the rows come, without the ``query.max_result_rows``
+    limit: ``{"columns": [...]}``, then ``{"rows": [[...], ...]}`` pages of at most
+    ``query.page_rows`` rows, then ``{"success": true, "rows": <total>, "stats": {...}}``, or
+    ``{"success": false, "code", "sqlState", "message"}`` when the statement fails after the first
+    line (its time limit, memory, a table read); a failure before it answers as without stream."""
 
 
 class RequestContext:
@@ -125,6 +134,116 @@ def _log_profile(stats: dict[str, Any]) -> None:
         total - scanned,
         extra={"blobs_total": total, "blobs_scanned": scanned},
     )
+
+
+NDJSON = "application/x-ndjson"
+STREAM_PAGES = 2
+"""Pages of a streamed SQL answer held between the query's thread and the client: past them the
+query waits for the client (back-pressure), so a slow reader never makes the API hold its result."""
+
+
+def _line(value: Any) -> bytes:
+    """One NDJSON line, encoded as JSONResponse encodes a body."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode() + b"\n"
+
+
+class _Pages:
+    """The query thread's side of a streamed answer (a ``RowSink``): its lines go into a memory
+    stream of ``STREAM_PAGES``, so a page is handed over only once there is room for it. The answer
+    closes the stream's receiving end when it is done or the client left; a page then fails with
+    ``anyio.BrokenResourceError``, which ends the query."""
+
+    def __init__(self) -> None:
+        self.send, self.receive = anyio.create_memory_object_stream[bytes](STREAM_PAGES)
+        self.rows = 0
+        self.stop: Callable[[], None] | None = None
+
+    def watch(self, stop: Callable[[], None]) -> None:
+        self.stop = stop
+
+    def start(self, columns: list[str]) -> None:
+        # The stream is empty before the first line: there is room.
+        anyio.from_thread.run_sync(self.send.send_nowait, _line({"columns": columns}))
+
+    def page(self, rows: list[list[Any]], timeout_s: float) -> None:
+        line = _line({"rows": rows})  # encoded here, in the query's thread, not on the event loop
+
+        async def put() -> None:
+            with anyio.fail_after(timeout_s):
+                await self.send.send(line)
+
+        anyio.from_thread.run(put)
+        self.rows += len(rows)
+
+
+async def _until_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` once the client has gone (uvicorn drops what is sent to a gone client)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()
+
+
+class StreamedSql(Response):
+    """The answer of POST /api/v1/sql with ``"stream": true`` (``SqlRequest.stream``).
+
+    The statement runs in a thread of ``limiter`` and hands its lines to ``_Pages``; this sends them
+    as they come. Until the first line (the columns), a failure is answered as without stream, with
+    its HTTP status; after it, in the trailer. A client that leaves cancels the query, which frees
+    its connection and its ``query.max_concurrent`` slot."""
+
+    media_type = NDJSON
+
+    def __init__(self, run: Callable[[RowSink], Result], limiter: anyio.CapacityLimiter) -> None:
+        super().__init__()
+        self._run = run
+        self._limiter = limiter
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        pages = _Pages()
+        outcome: list[Result | Exception] = []
+
+        async def work() -> None:
+            try:
+                outcome.append(await anyio.to_thread.run_sync(self._run, pages, limiter=self._limiter))
+            except Exception as exc:  # noqa: BLE001 -- answered: before the first line or in the trailer
+                outcome.append(exc)
+            finally:
+                pages.send.close()
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(work)
+            async with anyio.create_task_group() as answer:
+                answer.start_soon(_until_disconnect, receive, answer.cancel_scope)
+                await self._answer(scope, receive, send, pages, outcome)
+                answer.cancel_scope.cancel()
+            # Done, or the client left: a query still running stops at its next page, or now.
+            pages.receive.close()
+            if not outcome and pages.stop is not None:
+                pages.stop()
+
+    async def _answer(
+        self, scope: Scope, receive: Receive, send: Send, pages: _Pages, outcome: list[Result | Exception]
+    ) -> None:
+        first: bytes | None = None
+        with contextlib.suppress(anyio.EndOfStream):
+            first = await pages.receive.receive()
+        if first is None and outcome and isinstance(outcome[0], Exception):
+            await answer_for(outcome[0], scope["path"]).response()(scope, receive, send)
+            return
+        headers = [(b"content-type", NDJSON.encode()), (b"cache-control", b"no-store")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        if first is not None:
+            await send({"type": "http.response.body", "body": first, "more_body": True})
+        async for line in pages.receive:
+            await send({"type": "http.response.body", "body": line, "more_body": True})
+        ended = outcome[0]
+        if isinstance(ended, Result):
+            if "blobs_total" in ended.stats:
+                _log_profile(ended.stats)
+            trailer = _line({"success": True, "rows": pages.rows, "stats": ended.stats})
+        else:
+            trailer = _line(answer_for(ended, scope["path"]).body())
+        await send({"type": "http.response.body", "body": trailer, "more_body": False})
 
 
 def client_key(scope: Scope) -> str:
@@ -182,7 +301,7 @@ class Gate:
                 length = value
         try:
             identity = await self._admit(scope, authorization, token_type)
-        except (AuthenticationFailed, Throttled, redis.RedisError) as exc:
+        except ADMISSION_ERRORS as exc:
             await _send(send, answer_for(exc, path))
             return
         scope.setdefault("state", {})["identity"] = identity
@@ -379,10 +498,11 @@ def create_app(settings: Settings, client: RedisClient | None = None) -> FastAPI
         return answer_for(RestError(400, code, message), request.url.path).response()
 
     @app.post("/api/v1/sql")
-    async def sql(request: Request, body: SqlRequest) -> JSONResponse:
-        """Run one statement as the token's user; answers columns and rows, or a Snowflake-style error."""
+    async def sql(request: Request, body: SqlRequest) -> Response:
+        """Run one statement as the token's user; answers columns and rows, or a Snowflake-style error.
+        With ``"stream": true``, NDJSON lines as the rows come (``SqlRequest.stream``)."""
 
-        def run() -> Result:
+        def run(sink: RowSink | None = None) -> Result:
             principal = caller_of(request, authenticator)
             # The administrator is exempt: it can drop everything anyway, and `floe sql`, the
             # harness and the tests run as it; the limit keeps other users from starving the API.
@@ -391,8 +511,11 @@ def create_app(settings: Settings, client: RedisClient | None = None) -> FastAPI
                 raise Throttled(
                     f"Too many statements from user '{principal.user}'; retry in {wait:.2f} s.", wait
                 )
-            return executor.execute(body.sql, principal, body.role)
+            return executor.execute(body.sql, principal, body.role, sink)
 
+        if body.stream:
+            # The statement's thread holds one of ``sql_threads`` until its last page is taken.
+            return StreamedSql(run, sql_threads)
         try:
             # Statements get threads of their own, so slow queries cannot take the pool's threads
             # that insertFiles and authentication use.

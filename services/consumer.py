@@ -13,14 +13,13 @@ import logging
 import time
 from typing import Any
 
-import redis
 from aiobotocore.session import get_session
 
 from floe.aws import AWS_ERRORS, client_kwargs
 from floe.aws import client as aws_client
 from floe.catalog import Catalog, Pipe
 from floe.errors import TransientError
-from floe.keys import Keys, RedisClient
+from floe.keys import REDIS_ERRORS, Keys, RedisClient
 from floe.runtime import Faults, Readiness, Shutdown, setup_logging
 from floe.settings import Settings
 from services.dedup import Deduper, FileRef
@@ -57,11 +56,11 @@ class Consumer:
                 parsed.append((i, parse_message(body)))
             except MalformedMessage as exc:
                 outcomes[i] = exc
-        if self.settings.faults.enqueue_delay_s:
-            time.sleep(self.settings.faults.enqueue_delay_s)
+        if delay := self.faults.current().enqueue_delay_s:
+            time.sleep(delay)
         try:
             self._enqueue(parsed, outcomes)
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise TransientError(f"redis unavailable: {exc}") from exc
         return outcomes
 
@@ -198,7 +197,7 @@ class Consumer:
                 await asyncio.to_thread(self.redis.ping)
                 log.info("Redis answers again; resuming")
                 return
-            except redis.RedisError:
+            except REDIS_ERRORS:
                 await asyncio.sleep(1)
 
     async def _release(self, sqs: Any, url: str, msg: dict[str, Any]) -> None:

@@ -18,6 +18,7 @@ from load history and joined into the same DuckDB query.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import json
@@ -29,7 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, cast
+from typing import Any, Protocol, TypeAlias, cast
 
 import duckdb
 import pyarrow as pa
@@ -66,6 +67,32 @@ class Result:
     def records(self) -> list[dict[str, Any]]:
         """Rows as objects keyed by column name."""
         return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
+
+
+class RowSink(Protocol):
+    """Where a streamed result goes, page by page (the API's answer to ``"stream": true``)."""
+
+    def watch(self, stop: Callable[[], None]) -> None:
+        """Called as the query starts: ``stop``, called from any thread, cancels it (its reader is
+        gone)."""
+
+    def start(self, columns: list[str]) -> None:
+        """The result's column names, before any page."""
+
+    def page(self, rows: list[list[Any]], timeout_s: float) -> None:
+        """Take one page, waiting at most ``timeout_s`` for room (``TimeoutError`` past it: the
+        statement's time is up); it raises what it likes once its reader is gone."""
+
+
+def send_result(sink: RowSink, result: Result, page_rows: int, timeout_s: float) -> None:
+    """A result computed whole (a statement other than a query) handed to ``sink``, in pages."""
+    sink.start(result.columns)
+    deadline = time.monotonic() + timeout_s
+    try:
+        for at in range(0, len(result.rows), page_rows):
+            sink.page(result.rows[at : at + page_rows], deadline - time.monotonic())
+    except TimeoutError:
+        raise _timed_out(timeout_s) from None
 
 
 def jsonable(value: Any) -> Any:
@@ -914,6 +941,45 @@ def _timed_out(seconds: float) -> SqlError:
     )
 
 
+def _abandoned() -> SqlError:
+    return SqlError(
+        "The client stopped reading the streamed result; the statement was canceled.",
+        code="000604",
+        sql_state="57014",
+    )
+
+
+class _Cancel:
+    """Stops a query's DuckDB connection from another thread: at its time limit (the timer), or
+    when the reader of its streamed result has gone. The connection is closed under the same lock,
+    so neither can interrupt it once it is closed."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self._con = con
+        self._lock = threading.Lock()
+        self._closed = False
+        self.timed_out = threading.Event()
+        self.abandoned = threading.Event()
+
+    def time_up(self) -> None:
+        self.timed_out.set()
+        self._interrupt()
+
+    def abandon(self) -> None:
+        self.abandoned.set()
+        self._interrupt()
+
+    def _interrupt(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._con.interrupt()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._con.close()
+
+
 class QueryEngine:
     """Runs SELECT statements."""
 
@@ -1176,11 +1242,21 @@ class QueryEngine:
             out["notificationChannelName"] = self._queue_arn()
         return json.dumps(out, separators=(",", ":"))
 
-    def run(self, query: exp.Expr, check: Check, context: Mapping[str, str] | None = None) -> Result:
+    def run(
+        self,
+        query: exp.Expr,
+        check: Check,
+        context: Mapping[str, str] | None = None,
+        sink: RowSink | None = None,
+    ) -> Result:
         """Execute one query within the limits of ``settings.query``; ``check`` authorizes each
         table, pipe, load history and external function it reads (``services.access.authorize``
         for the caller). ``context``: the session's CURRENT_* values, for external functions'
-        CONTEXT_HEADERS."""
+        CONTEXT_HEADERS.
+
+        With a ``sink``, the rows go to it page by page, as it takes them, with no
+        ``max_result_rows`` limit, and the Result returned carries no rows; the query holds its slot
+        and connection until the last page is taken, within its time limit all the same."""
         limits = self.settings.query
         # Waiting threads hold an API worker thread too, but only up to the time limit; the
         # running ones are capped, so the rest of the pool stays free for insertFiles.
@@ -1193,7 +1269,7 @@ class QueryEngine:
                 sql_state="57014",
             )
         try:
-            return self._run(query, check, context or {})
+            return self._run(query, check, context or {}, sink)
         finally:
             self._slots.release()
 
@@ -1257,7 +1333,7 @@ class QueryEngine:
         _check_resolved(query, ours)
         return query.sql(dialect="duckdb"), tables
 
-    def _run(self, query: exp.Expr, check: Check, context: Mapping[str, str]) -> Result:
+    def _run(self, query: exp.Expr, check: Check, context: Mapping[str, str], sink: RowSink | None) -> Result:
         limits = self.settings.query
         stats = {"blobs_total": 0, "blobs_scanned": 0}
         calls = ExternalCalls(self.catalog, self.defaults, check)
@@ -1268,39 +1344,28 @@ class QueryEngine:
             # stop a Python function waiting for an answer.
             deadline = time.monotonic() + limits.timeout_s
             calls.register(con, self.caller(), str(uuid.uuid4()), context, deadline)
-        fired = threading.Event()
-
-        def interrupt() -> None:
-            fired.set()
-            con.interrupt()
-
-        timer = threading.Timer(limits.timeout_s, interrupt)
+        cancel = _Cancel(con)
+        timer = threading.Timer(limits.timeout_s, cancel.time_up)
+        if sink is not None:
+            sink.watch(cancel.abandon)
         try:
             for name, data in tables.items():
                 con.register(name, data)
+            deadline = time.monotonic() + limits.timeout_s
             timer.start()
-            try:
+            with self._failures(cancel, calls):
                 cur = con.execute(sql)
-                names = [d[0].upper() for d in cur.description or []]
+            names = [d[0].upper() for d in cur.description or []]
+            if sink is not None:
+                return self._stream(cur, names, stats, sink, cancel, calls, deadline)
+            with self._failures(cancel, calls):
                 fetched = cur.fetchmany(limits.max_result_rows + 1)
-            except duckdb.Error as exc:
-                if fired.is_set() or calls.timed_out():
-                    raise _timed_out(limits.timeout_s) from None
-                if (failed := calls.error()) is not None:
-                    raise failed from None
-                if isinstance(exc, duckdb.OutOfMemoryException):
-                    raise SqlError(
-                        f"The query needs more memory than query.memory_limit ({limits.memory_limit}, "
-                        "FLOE_QUERY__MEMORY_LIMIT) allows; filter or aggregate more, or raise the limit.",
-                        code="000603",
-                        sql_state="53200",
-                    ) from None
-                raise SqlError(_duck_message(exc), code="002003", sql_state="42000") from exc
             if len(fetched) > limits.max_result_rows:
                 raise SqlError(
                     f"The result has more than {limits.max_result_rows} rows (setting "
                     "query.max_result_rows, FLOE_QUERY__MAX_RESULT_ROWS); add a LIMIT, filter or "
-                    "aggregate.",
+                    "aggregate, or stream it: `floe sql` streams results, as does the API with "
+                    '"stream": true.',
                     code="000603",
                     sql_state="54000",
                 )
@@ -1308,7 +1373,62 @@ class QueryEngine:
             return Result(names, rows, stats)
         finally:
             timer.cancel()
-            con.close()
+            cancel.close()
+
+    def _stream(
+        self,
+        cur: duckdb.DuckDBPyConnection,
+        names: list[str],
+        stats: dict[str, Any],
+        sink: RowSink,
+        cancel: _Cancel,
+        calls: ExternalCalls,
+        deadline: float,
+    ) -> Result:
+        """Hand the result to ``sink`` a page at a time. DuckDB's result streams: a page is fetched
+        (and the tables read for it) only once the sink took the one before, so the rows held here
+        are one page, whatever the result's size; a sink that stays full runs into the deadline.
+
+        The first page is fetched before the columns go out: DuckDB runs a query as it is fetched,
+        so a statement that fails at once (a sort out of memory, a bad value in the first rows)
+        still fails before the answer has started, as an unstreamed one does."""
+        limits = self.settings.query
+        with self._failures(cancel, calls):
+            fetched = cur.fetchmany(limits.page_rows)
+        sink.start(names)
+        while fetched:
+            try:
+                sink.page([[jsonable(v) for v in row] for row in fetched], deadline - time.monotonic())
+            except TimeoutError:
+                raise _timed_out(limits.timeout_s) from None
+            if cancel.abandoned.is_set():
+                raise _abandoned()
+            with self._failures(cancel, calls):
+                fetched = cur.fetchmany(limits.page_rows)
+        return Result(names, [], stats)
+
+    @contextlib.contextmanager
+    def _failures(self, cancel: _Cancel, calls: ExternalCalls) -> Iterator[None]:
+        """DuckDB's errors as the statement's: its time limit, a reader gone, a failed remote call,
+        memory, or DuckDB's own message."""
+        limits = self.settings.query
+        try:
+            yield
+        except duckdb.Error as exc:
+            if cancel.timed_out.is_set() or calls.timed_out():
+                raise _timed_out(limits.timeout_s) from None
+            if cancel.abandoned.is_set():
+                raise _abandoned() from None
+            if (failed := calls.error()) is not None:
+                raise failed from None
+            if isinstance(exc, duckdb.OutOfMemoryException):
+                raise SqlError(
+                    f"The query needs more memory than query.memory_limit ({limits.memory_limit}, "
+                    "FLOE_QUERY__MEMORY_LIMIT) allows; filter or aggregate more, or raise the limit.",
+                    code="000603",
+                    sql_state="53200",
+                ) from None
+            raise SqlError(_duck_message(exc), code="002003", sql_state="42000") from exc
 
     @staticmethod
     def _name_outputs(query: exp.Expr) -> None:

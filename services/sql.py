@@ -82,7 +82,7 @@ from services.auth import Principal
 from services.dedup import Deduper, FileRef, PipeRetired, Refreshed, retire_pipe
 from services.external_calls import pipe_functions
 from services.grants import GrantStatements, already_exists, created, like, status
-from services.query import QueryEngine, Result
+from services.query import QueryEngine, Result, RowSink, send_result
 from services.queues import configure_bucket, ensure_queues
 
 try:
@@ -234,9 +234,7 @@ class SqlExecutor:
             DropObject: self._drop_object,
             AlterPipe: self._alter_pipe,
             AlterPipeRefresh: self._refresh_pipe,
-            Query: lambda q, principal: self.engine.run(
-                q.expression, self._check(principal), self.session_context(principal, q.expression)
-            ),
+            Query: self._query,
             UseRole: self._use_role,
             UseSecondaryRoles: self._use_secondary_roles,
             **self.grants.handlers(),
@@ -268,24 +266,41 @@ class SqlExecutor:
             "CURRENT_WAREHOUSE": "",
         }
 
-    def execute(self, sql: str, principal: Principal, role: str | None = None) -> Result:
+    def execute(
+        self, sql: str, principal: Principal, role: str | None = None, sink: RowSink | None = None
+    ) -> Result:
         """Run the statements in ``sql`` (one, or several separated by ';') as ``principal``, acting
         as ``role`` when given. They form one session: USE ROLE and USE SECONDARY ROLES hold for
-        the statements after them. The answer is the last statement's."""
+        the statements after them. The answer is the last statement's.
+
+        With a ``sink``, the last statement's answer goes to it: a query's rows page by page as the
+        sink takes them (``QueryEngine.run``; the Result returned then has no rows), any other
+        statement's rows at once, in pages too."""
         if role is not None:
             principal = self.use_role(principal, role)
         handlers = self.handlers()
         result: Result | None = None
-        for text in statements(sql):
+        texts = statements(sql)
+        for n, text in enumerate(texts, 1):
             stmt = parse(text, self.defaults)
             if isinstance(stmt, UseRole):
                 principal = self.use_role(principal, stmt.role)
             elif isinstance(stmt, UseSecondaryRoles):
                 principal = principal.acting_as(None, secondary=stmt.all)
+            if sink is not None and n == len(texts) and isinstance(stmt, Query):
+                return self._query(stmt, principal, sink)
             result = handlers[type(stmt)](stmt, principal)
         if result is None:
             raise CompilationError("empty SQL statement")
+        if sink is not None:
+            limits = self.settings.query
+            send_result(sink, result, limits.page_rows, limits.timeout_s)
         return result
+
+    def _query(self, q: Query, principal: Principal, sink: RowSink | None = None) -> Result:
+        """A query, checked table by table as the engine reads them; streamed into ``sink`` if given."""
+        context = self.session_context(principal, q.expression)
+        return self.engine.run(q.expression, self._check(principal), context, sink)
 
     def use_role(self, principal: Principal, role: str) -> Principal:
         """``principal`` acting as ``role``, which must be granted to its user (directly or through

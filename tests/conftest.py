@@ -169,9 +169,11 @@ class Stack:
         return code
 
     def restore(self) -> list[str]:
-        """Bring the core processes back as the session started them, after a test that failed
-        half-way through killing or reconfiguring one; the ones restarted. Without this, one failed
-        chaos test would leave every later end-to-end test without, say, a Spark job."""
+        """Disarm the faults and bring the core processes back as the session started them, after a
+        test that failed half-way through killing or reconfiguring one; the ones restarted.
+        Without this, one failed chaos test would leave every later end-to-end test without, say,
+        a Spark job."""
+        Path(self.settings.faults.arm_file).unlink(missing_ok=True)
         restarted = []
         for name in self.CORE:
             proc = self.procs.get(name)
@@ -208,12 +210,23 @@ def stack(services: Settings, tmp_path_factory: pytest.TempPathFactory) -> Itera
                 }
             ),
             "pipeline": services.pipeline.model_copy(
-                update={"tables_bucket": unique("tables"), "checkpoint_dir": str(state / "checkpoint")}
+                update={
+                    "tables_bucket": unique("tables"),
+                    "checkpoint_dir": str(state / "checkpoint"),
+                    # Files over 8 MB stream in parts of 4 MB, so a test streams one in parts with
+                    # a 40 MB file rather than a restart with other settings; the 2 GB volume test
+                    # restarts with the defaults.
+                    "stream_file_bytes": 8 * 1024 * 1024,
+                    "chunk_bytes": 4 * 1024 * 1024,
+                }
             ),
             "encryption": services.encryption.model_copy(
                 update={"master_key_file": str(state / "master.key")}
             ),
             "auth": services.auth.model_copy(update={"admin_key_file": str(state / "admin_rsa_key.p8")}),
+            # The chaos tests arm a fault in the running processes through this file rather than
+            # restart a Spark job (half a minute) with other settings (tests/chaos/test_faults.py).
+            "faults": services.faults.model_copy(update={"arm_file": str(state / "faults.arm")}),
             # A pipe's call gives up on a service that does not answer after 3 s, and the breaker
             # then holds its pipes back for 20 s: long enough that a test sees them held, short
             # enough that it sees them resume (tests/e2e/test_external_functions.py).

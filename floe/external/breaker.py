@@ -27,7 +27,7 @@ from typing import cast
 import redis
 
 from floe.catalog import Catalog, ExternalFunction, Pipe
-from floe.keys import Keys, RedisClient
+from floe.keys import REDIS_ERRORS, Keys, RedisClient
 from floe.settings import ExternalFunctionSettings
 
 log = logging.getLogger("floe.external")
@@ -112,7 +112,7 @@ class Breaker:
         if self._client is not None:
             try:
                 raws = self._client.hmget(self._key, [service_id(u) for u in wanted])
-            except redis.RedisError as exc:
+            except REDIS_ERRORS as exc:
                 # Redis trouble must not fail calls the service may well answer: this process's
                 # own view of the breakers stands in until Redis is back.
                 log.warning("circuit breakers: Redis is not answering (%s); using this process's view", exc)
@@ -131,7 +131,7 @@ class Breaker:
             return trip
         try:
             return self._trip_shared(field, now, reason)
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             log.warning("circuit breakers: Redis is not answering (%s); tripped in this process only", exc)
             return trip
 
@@ -165,7 +165,7 @@ class Breaker:
             return
         try:
             self._close_shared(field, seen)
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             log.warning("circuit breakers: Redis is not answering (%s); closed in this process only", exc)
 
     def _close_shared(self, field: str, seen: Trip) -> None:

@@ -11,6 +11,7 @@ test fails.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import signal
 import threading
@@ -76,11 +77,26 @@ def restart_with(stack: Stack, name: str, env: dict[str, str]) -> None:
 
 
 def crash_env(stack: Stack, point: str, hit: int = 1) -> dict[str, str]:
+    """Settings that crash a process started with them at ``point`` (see ``arm`` for a running one)."""
     return {
         "FLOE_FAULTS__CRASH_AT": point,
         "FLOE_FAULTS__CRASH_ON_HIT": str(hit),
         "FLOE_FAULTS__RECORD_FILE": str(Path(stack.settings.state_dir) / "faults.log"),
     }
+
+
+def arm(stack: Stack, **faults: object) -> None:
+    """Arm faults (FaultSettings fields) in the stack's running processes, and in any it starts
+    until ``disarm``: no restart, which for the Spark job costs half a minute. A crash is recorded
+    where ``fired`` looks."""
+    path = Path(stack.settings.faults.arm_file)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"record_file": str(Path(stack.settings.state_dir) / "faults.log"), **faults}))
+    os.replace(tmp, path)  # whole or not at all: a process never reads half of it
+
+
+def disarm(stack: Stack) -> None:
+    Path(stack.settings.faults.arm_file).unlink(missing_ok=True)
 
 
 def fired(stack: Stack, point: str) -> int:
@@ -114,10 +130,11 @@ def test_spark_job_killed_mid_load(stack: Stack, bucket: str, s3: Any, point: st
     table, pipe = make_pipe(stack, bucket)
     files = file_set(240, "kill")
     before = fired(stack, point)
-    restart_with(stack, "pipeline", crash_env(stack, point, hit))
+    arm(stack, crash_at=point, crash_on_hit=hit)
     put_all(s3, bucket, files)
     assert wait_dead(stack, "pipeline") == -signal.SIGKILL
     assert fired(stack, point) == before + 1
+    disarm(stack)
     killed, committed = checkpoint_batches(stack)
     assert killed not in committed, "the kill must interrupt a micro-batch"
     if point == "pipeline.after_commit":
@@ -141,15 +158,17 @@ def test_job_killed_again_while_replaying_the_killed_batch(stack: Stack, bucket:
     table, pipe = make_pipe(stack, bucket)
     files = file_set(200, "twice")
     before = fired(stack, "pipeline.after_blobs")
-    restart_with(stack, "pipeline", crash_env(stack, "pipeline.after_blobs"))
+    arm(stack, crash_at="pipeline.after_blobs")
     put_all(s3, bucket, files)
     assert wait_dead(stack, "pipeline") == -signal.SIGKILL
     killed, committed = checkpoint_batches(stack)
     assert killed not in committed
-    # The restarted job's first batch is the replay of the killed one: kill it at the same point.
-    stack.start("pipeline", env=crash_env(stack, "pipeline.after_blobs"))
+    # The restarted job's first batch is the replay of the killed one: the fault, still armed, kills
+    # it at the same point.
+    stack.start("pipeline")
     assert wait_dead(stack, "pipeline") == -signal.SIGKILL
     assert fired(stack, "pipeline.after_blobs") == before + 2
+    disarm(stack)
     again, committed = checkpoint_batches(stack)
     assert (again, killed in committed) == (killed, False), "the second kill must hit the replay"
     assert loaded_count(stack, table) < len(files)
@@ -175,9 +194,11 @@ def test_job_killed_between_the_commits_of_two_pipes_in_one_batch(stack: Stack, 
     for pipe in (pipe_a, pipe_b):
         wait_until(lambda p=pipe: pending(stack, p) == (len(files), len(files)), what=f"{pipe}'s queue")
     before = fired(stack, "pipeline.between_commits")
-    stack.start("pipeline", env=crash_env(stack, "pipeline.between_commits"))
+    arm(stack, crash_at="pipeline.between_commits")
+    stack.start("pipeline")
     assert wait_dead(stack, "pipeline") == -signal.SIGKILL
     assert fired(stack, "pipeline.between_commits") == before + 1
+    disarm(stack)
     counts = sorted(loaded_count(stack, t) for t in (table_a, table_b))
     assert counts == [0, len(files)], "one pipe committed, the other not"
     killed, committed = checkpoint_batches(stack)
@@ -204,11 +225,12 @@ def test_consumer_killed_mid_message(stack: Stack, bucket: str, s3: Any, point: 
     table, pipe = make_pipe(stack, bucket)
     files = file_set(200, "consumer")
     before = fired(stack, point)
-    restart_with(stack, "consumer", crash_env(stack, point, hit))
+    arm(stack, crash_at=point, crash_on_hit=hit)
     mark = len(stack.log_text("consumer"))
     put_all(s3, bucket, files)
     assert wait_dead(stack, "consumer") == -signal.SIGKILL
     assert fired(stack, point) == before + 1
+    disarm(stack)
     stack.start("consumer")
     wait_all_loaded(stack, table, files)
     # The oracle waits until SQS holds no message, so the killed consumer's batch has come back
@@ -365,7 +387,7 @@ def test_sigterm_drains_every_process_and_nothing_is_redone(stack: Stack, bucket
     mark = len(stack.log_text("pipeline"))
     # Each commit waits 3 s, so a micro-batch is certainly between its blob writes and its commit
     # when SIGTERM arrives: the drain has work to finish, whatever the machine's speed.
-    restart_with(stack, "pipeline", {"FLOE_FAULTS__COMMIT_DELAY_S": "3"})
+    arm(stack, commit_delay_s=3)
     try:
         put_all(s3, bucket, files)
         wait_until(
@@ -377,6 +399,7 @@ def test_sigterm_drains_every_process_and_nothing_is_redone(stack: Stack, bucket
         for name in ("consumer", "pipeline", "api"):
             assert stack.stop(name, signal.SIGTERM) == 0, f"{name} did not drain and exit cleanly"
     finally:
+        disarm(stack)
         for name in ("api", "consumer"):
             if name not in stack.procs:
                 stack.start(name)
@@ -405,7 +428,7 @@ def test_create_or_replace_pipe_while_its_files_load(stack: Stack, bucket: str, 
     wait_all_loaded(stack, table, first)
     definition = next(r for r in stack.sql("SHOW PIPES") if r["name"] == pipe.upper())["definition"]
     marks = {name: len(stack.log_text(name)) for name in ("pipeline", "api")}
-    restart_with(stack, "pipeline", {"FLOE_FAULTS__COMMIT_DELAY_S": "4"})
+    arm(stack, commit_delay_s=4)
     try:
         put_all(s3, bucket, second)
         wait_until(
@@ -420,7 +443,7 @@ def test_create_or_replace_pipe_while_its_files_load(stack: Stack, bucket: str, 
         # The new incarnation's history starts empty (as in Snowflake) and holds the second set.
         wait_all_loaded(stack, table, second)
     finally:
-        restart_with(stack, "pipeline", {})
+        disarm(stack)
     assert "queued files carried over to the new pipe" in stack.log_text("api")[marks["api"] :]
     everything = {**first, **second}
     assert sorted(h["FILE_NAME"] for h in history(stack, table)) == sorted(second)

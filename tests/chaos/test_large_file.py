@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from boto3.s3.transfer import TransferConfig
 
+from floe.settings import PipelineSettings
 from tests.chaos.oracle import scan_table
-from tests.chaos.test_faults import crash_env, fired, wait_dead
+from tests.chaos.test_faults import arm, disarm, fired, wait_dead
 from tests.conftest import Stack, wait_until
 from tests.e2e.test_autoingest import done, history, make_pipe
 
@@ -123,18 +124,20 @@ def test_large_file_killed_between_parts_loads_once(
     table, _ = make_pipe(stack, bucket)
     path = tmp_path / "large.csv"
     records = write_csv(path, 40 * MB)
-    small = {"FLOE_PIPELINE__STREAM_FILE_BYTES": str(8 * MB), "FLOE_PIPELINE__CHUNK_BYTES": str(4 * MB)}
-    stack.stop("pipeline")
+    # The stack streams files over 8 MB in parts of 4 MB (tests/conftest.py): this one in ten.
+    size, p = path.stat().st_size, stack.settings.pipeline
+    assert p.stream_file_bytes < size and p.chunk_bytes <= size / 4, "the file must stream in several parts"
     # Hit 1 is the fetch that finds the file large, hits 2.. its parts: two blobs exist at hit 4.
     before = fired(stack, "pipeline.reading")
-    stack.start("pipeline", env={**small, **crash_env(stack, "pipeline.reading", 4)})
+    arm(stack, crash_at="pipeline.reading", crash_on_hit=4)
     upload(s3, path, bucket, "in/large.csv")
     assert wait_dead(stack, "pipeline") == -signal.SIGKILL
     # The synced record, not the log: the worker's log line dies with the JVM that relays it.
     assert fired(stack, "pipeline.reading") == before + 1
+    disarm(stack)
     written = scan_table(stack.settings, table)
     assert written.committed == [] and written.orphans, "the kill must come after some parts were written"
-    stack.start("pipeline", env=small)
+    stack.start("pipeline")
     wait_until(
         lambda: done(stack, table, 1), timeout=300, interval=1.0, what="the large file in COPY_HISTORY"
     )
@@ -163,6 +166,16 @@ def test_two_gigabyte_csv_loads_with_bounded_memory(
     if the job's peak grows by more than half the file's size over its idle size.
     """
     table, _ = make_pipe(stack, bucket)
+    # The production part sizes, not the stack's small ones (the restore after the test puts those back).
+    stack.stop("pipeline")
+    defaults = PipelineSettings()
+    stack.start(
+        "pipeline",
+        env={
+            "FLOE_PIPELINE__STREAM_FILE_BYTES": str(defaults.stream_file_bytes),
+            "FLOE_PIPELINE__CHUNK_BYTES": str(defaults.chunk_bytes),
+        },
+    )
     path = tmp_path / "two-gigabytes.csv"
     records = write_csv(path, 2048 * MB)
     size = path.stat().st_size

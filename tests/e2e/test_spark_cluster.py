@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,17 @@ from floe.runtime import free_port
 from floe.settings import Settings
 from infra import spark_cluster
 from infra.spark_cluster import Cluster
+from tests.chaos.oracle import assert_exactly_once, file_set
+from tests.chaos.test_faults import (
+    arm,
+    checkpoint_batches,
+    disarm,
+    fired,
+    loaded_count,
+    put_all,
+    wait_all_loaded,
+    wait_dead,
+)
 from tests.conftest import Stack, wait_until
 from tests.e2e.test_autoingest import csv_file, done, make_pipe
 from tests.e2e.test_snowpipe_sdk import manager, rest_pipe
@@ -29,19 +41,22 @@ TASK_LINE = re.compile(r"batch \d+ task \d+ on executor (\d+): (\d+) files")
 
 
 @pytest.fixture(scope="module")
-def cluster(services: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def cluster_settings(services: Settings, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """The settings the module's cluster runs under: its pid files are in their state directory."""
+    return services.model_copy(update={"state_dir": str(tmp_path_factory.mktemp("spark-cluster"))})
+
+
+@pytest.fixture(scope="module")
+def cluster(cluster_settings: Settings) -> Iterator[Cluster]:
     """A master and two workers of one core each, stopped after the module's tests."""
-    settings = services.model_copy(update={"state_dir": str(tmp_path_factory.mktemp("spark-cluster"))})
-    started = spark_cluster.start(settings, workers=2, cores=1, memory="2g", port=free_port())
+    started = spark_cluster.start(cluster_settings, workers=2, cores=1, memory="2g", port=free_port())
     yield started
-    spark_cluster.stop(settings)
+    spark_cluster.stop(cluster_settings)
 
 
-@pytest.fixture
-def on_cluster(stack: Stack, cluster: Cluster) -> Iterator[Stack]:
-    """The session's stack with its Spark job restarted on the cluster (restored afterwards)."""
+def start_on_cluster(stack: Stack, cluster: Cluster) -> None:
+    """(Re)start the stack's Spark job as a driver of the cluster, one executor per worker."""
     conf = {"spark.cores.max": "2", "spark.executor.cores": "1", "spark.executor.memory": "1g"}
-    stack.stop("pipeline")
     stack.start(
         "pipeline",
         timeout=240,
@@ -50,6 +65,13 @@ def on_cluster(stack: Stack, cluster: Cluster) -> Iterator[Stack]:
             "FLOE_PIPELINE__SPARK_CONF": json.dumps(conf),
         },
     )
+
+
+@pytest.fixture
+def on_cluster(stack: Stack, cluster: Cluster) -> Iterator[Stack]:
+    """The session's stack with its Spark job restarted on the cluster (restored afterwards)."""
+    stack.stop("pipeline")
+    start_on_cluster(stack, cluster)
     yield stack
 
 
@@ -94,3 +116,105 @@ def test_auto_ingest_and_rest_loads_run_on_both_workers(
     executors = {executor for lines in tasks.values() for executor, _ in lines}
     assert len(executors) == 2, tasks
     assert sum(files for lines in tasks.values() for _, files in lines) >= len(names) + len(rest_names)
+
+
+def test_the_spark_reader_scans_a_table_on_the_cluster(
+    stack: Stack, cluster: Cluster, bucket: str, s3: Any
+) -> None:
+    """``pipeline.read_table`` in a session on the cluster: the executors fetch and decrypt the
+    blobs (a standalone cluster's driver runs no task), with what the task closure carries."""
+    from pipeline import read_table, spark_session
+
+    table, _ = make_pipe(stack, bucket)  # loaded by the stack's own job, so the cluster's cores are free
+    for i in range(4):
+        s3.put_object(Bucket=bucket, Key=f"in/scan_{i}.csv", Body=csv_file(i * 100, 50))
+    wait_until(lambda: done(stack, table, 4), what="four loads")
+    pipeline = stack.settings.pipeline.model_copy(
+        update={"spark_master": cluster.master_url, "spark_conf": {"spark.cores.max": "2"}}
+    )
+    settings = stack.settings.model_copy(update={"pipeline": pipeline})
+    spark = spark_session(settings, "floe-reader-cluster-test")
+    try:
+        assert spark.sparkContext.master == cluster.master_url
+        df = read_table(spark, settings, table, partitions=4)
+        rows = {r["ID"]: r for r in df.collect()}
+        assert sorted(rows) == sorted(i * 100 + j for i in range(4) for j in range(50))
+        assert rows[301]["NAME"] == "name 301" and rows[301]["FILE"] == "scan_3.csv"
+        app = spark.sparkContext.applicationId
+        assert [w.name for w in cluster.worker_dirs if (w / app).is_dir()], f"no worker ran {app}'s executors"
+    finally:
+        spark.stop()
+
+
+def executor_logs(cluster: Cluster, worker: int) -> str:
+    """What the executors on worker ``worker`` (1-based) logged, their Python workers included."""
+    work = cluster.worker_dirs[worker - 1]
+    return "".join(p.read_text(errors="replace") for p in sorted(Path(work).glob("app-*/*/stderr")))
+
+
+@pytest.mark.chaos
+def test_driver_killed_mid_batch_restarts_from_its_checkpoint(
+    on_cluster: Stack, cluster: Cluster, bucket: str, s3: Any
+) -> None:
+    """kill -9 of the driver (`floe pipeline`) on the cluster between the blob writes and the commit.
+
+    Safeguards: as on one machine, the restarted driver replays the batch from its checkpoint's
+    offset log and the registrar's batch marker makes the commit once; the executors of the dead
+    driver's application go with it, and the new one gets the workers' cores.
+    """
+    stack = on_cluster
+    table, pipe = make_pipe(stack, bucket)
+    files = file_set(60, "driver")
+    before = fired(stack, "pipeline.after_blobs")
+    arm(stack, crash_at="pipeline.after_blobs")
+    put_all(s3, bucket, files)
+    assert wait_dead(stack, "pipeline") == -signal.SIGKILL
+    assert fired(stack, "pipeline.after_blobs") == before + 1
+    disarm(stack)
+    killed, committed = checkpoint_batches(stack)
+    assert killed not in committed, "the kill must interrupt a micro-batch"
+    assert loaded_count(stack, table) < len(files)
+    start_on_cluster(stack, cluster)
+    wait_until(
+        lambda: killed in checkpoint_batches(stack)[1], timeout=240, what=f"the replay of batch {killed}"
+    )
+    wait_all_loaded(stack, table, files)
+    assert_exactly_once(stack, table, pipe, files)
+
+
+@pytest.mark.chaos
+def test_a_worker_killed_mid_batch_its_tasks_run_again_on_the_other(
+    on_cluster: Stack, cluster: Cluster, cluster_settings: Settings, bucket: str, s3: Any
+) -> None:
+    """kill -9 of worker 1 (its JVM, its executor and their Python workers) while its executor runs
+    a task of a micro-batch. It runs last in this module: the cluster keeps one worker after it.
+
+    Safeguards: Spark runs the lost task again on the other worker's executor, within the same
+    micro-batch (the driver lives on); the rerun writes its blobs under the same deterministic names,
+    and only the batch's one commit registers them.
+    """
+    stack = on_cluster
+    table, pipe = make_pipe(stack, bucket)
+    files = file_set(40, "worker")
+    mark = len(stack.log_text("pipeline"))
+    seen = len(executor_logs(cluster, 1))
+    # Each fetched file waits 2 s, so each task of the batch runs for several seconds.
+    arm(stack, read_delay_s=2.0)
+    put_all(s3, bucket, files)
+    wait_until(
+        lambda: f"fault injection: s3://{bucket}/" in executor_logs(cluster, 1)[seen:],
+        timeout=180,
+        what="a task of the batch reading on worker 1",
+    )
+    planned, committed = checkpoint_batches(stack)
+    assert planned not in committed, "the batch must be in flight at the kill"
+    spark_cluster.kill_worker(cluster_settings, 1)
+    disarm(stack)
+    wait_all_loaded(stack, table, files)
+    assert stack.procs["pipeline"].poll() is None, "the driver must live through a worker's loss"
+    assert planned in checkpoint_batches(stack)[1], f"batch {planned} must finish, not be replayed"
+    log = stack.log_text("pipeline")[mark:]
+    assert "ExecutorLostFailure" in log or "Lost executor" in log, "the driver must have seen the executor go"
+    assert_exactly_once(stack, table, pipe, files)
+    survivors = {executor for executor, _ in task_lines(cluster)[cluster.worker_dirs[1].name]}
+    assert survivors, "the other worker's executor ran tasks"

@@ -18,7 +18,7 @@ import pytest
 from pydantic import SecretStr
 
 from floe.settings import AwsSettings, RedisSettings, Settings
-from infra import stack
+from infra import processes, stack
 
 pytestmark = pytest.mark.unit
 
@@ -156,7 +156,7 @@ def test_terminate_kills_the_whole_group_and_escalates(
     assert stack.terminate(pid, grace_s=0.5).startswith("killed")
     assert time.monotonic() - started < 10
     assert not stack.process_alive(pid, part.cmdline_marker)
-    assert not stack._is_running(child_pid)
+    assert not processes.process_alive(child_pid)
 
 
 def test_redis_argv_is_durable_and_loopback(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import logging
 
 import pytest
 import redis
+from redis.exceptions import RedisClusterException, SlotNotCoveredError
 
 from floe.errors import AuthenticationFailed, CompilationError, FloeError, PermissionDenied
 from services.answers import INTERNAL_ERROR, METADATA_STORE_DOWN, RestError, Throttled, answer_for
@@ -26,6 +27,9 @@ SQL = "/api/v1/sql"
         (CompilationError("unknown table"), 422, "001003", "001003", "42000"),
         (FloeError("a blob could not be sealed"), 500, "000603", "000603", "XX000"),
         (redis.ConnectionError("redis://:hunter2@db:6379 refused"), 503, "390503", "000603", "08001"),
+        # A Redis Cluster none of whose nodes answers, or with a slot no node serves: not RedisErrors.
+        (RedisClusterException("Redis Cluster cannot be connected"), 503, "390503", "000603", "08001"),
+        (SlotNotCoveredError("slot 866 is not covered"), 503, "390503", "000603", "08001"),
         (KeyError("surprise"), 500, "000603", "000603", "XX000"),
     ],
 )

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from typing import Any, cast
 
 import pytest
 import redis
+from redis.exceptions import SlotNotCoveredError
 
 from floe.catalog import Catalog, CopySpec, Pipe
 from floe.errors import TransientError
-from floe.keys import Keys
+from floe.keys import Keys, RedisClient
 from floe.settings import Settings
 from services.consumer import Consumer
 from services.notifications import MalformedMessage
@@ -77,3 +79,26 @@ def test_redis_away_fails_the_whole_batch_as_transient(
     consumer.catalog = Catalog(consumer.redis, consumer.keys)
     with pytest.raises(TransientError):
         consumer.handle_bodies([event("inbox", "in/a.csv"), event("inbox", "in/b.csv")])
+
+
+class NoSlotServed:
+    """A Redis Cluster client whose nodes serve none of Floe's slots: every command raises what
+    redis-py raises then, a RedisClusterException, which is not a RedisError."""
+
+    def __getattr__(self, name: str) -> Any:
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise SlotNotCoveredError(f"{name}: slot 866 is not covered by the cluster")
+
+        return refuse
+
+
+def test_a_cluster_with_a_slot_no_node_serves_fails_the_batch_as_transient(
+    isolated_settings: Settings, redis_client: redis.Redis
+) -> None:
+    """Safeguard: a cluster's own exception is 'Redis unavailable' too, not an unexpected error that
+    would send every message through the one-by-one path and, as poison, towards the dead-letter queue."""
+    consumer, _ = consumer_with_pipe(isolated_settings, redis_client)
+    consumer.redis = cast(RedisClient, NoSlotServed())
+    consumer.catalog = Catalog(consumer.redis, consumer.keys)
+    with pytest.raises(TransientError, match="not covered"):
+        consumer.handle_bodies([event("inbox", "in/a.csv")])

@@ -1,0 +1,73 @@
+"""Fault injection's arm file: how the chaos tests arm a running process without restarting it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from floe.runtime import Faults
+from floe.settings import FaultSettings
+
+pytestmark = pytest.mark.unit
+
+
+def arm(path: Path, **fields: object) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(fields))
+    os.replace(tmp, path)
+
+
+def test_without_an_arm_file_the_settings_alone_apply(tmp_path: Path) -> None:
+    base = FaultSettings(commit_delay_s=2.0)
+    assert Faults(base).current() is base
+    armed = FaultSettings(commit_delay_s=2.0, arm_file=str(tmp_path / "arm.json"))
+    assert Faults(armed).current() is armed  # the file does not exist
+
+
+def test_the_arm_file_overrides_while_it_exists_and_is_reread_when_it_changes(tmp_path: Path) -> None:
+    path = tmp_path / "arm.json"
+    faults = Faults(FaultSettings(commit_delay_s=2.0, arm_file=str(path)))
+    arm(path, crash_at="pipeline.after_blobs", crash_on_hit=3)
+    now = faults.current()
+    assert (now.crash_at, now.crash_on_hit, now.commit_delay_s) == ("pipeline.after_blobs", 3, 2.0)
+    arm(path, commit_delay_s=4.0)
+    assert (faults.current().crash_at, faults.current().commit_delay_s) == ("", 4.0)
+    path.unlink()
+    assert faults.current() == faults.settings
+
+
+def test_hits_count_from_the_arming_and_a_disarmed_point_never_crashes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    crashes: list[str] = []
+    # The crash itself SIGKILLs the process group; here it is recorded instead.
+    monkeypatch.setattr("floe.runtime._floe_group", lambda: None)
+    monkeypatch.setattr("floe.runtime.os.kill", lambda pid, sig: crashes.append(f"{pid}:{sig}"))
+    path = tmp_path / "arm.json"
+    record = tmp_path / "faults.log"
+    faults = Faults(FaultSettings(arm_file=str(path)))
+    for _ in range(5):
+        faults.hit("pipeline.after_commit")  # not armed yet: these do not count
+    arm(path, crash_at="pipeline.after_commit", crash_on_hit=2, record_file=str(record))
+    faults.hit("pipeline.after_commit")
+    faults.hit("pipeline.after_blobs")  # another point
+    assert crashes == []
+    faults.hit("pipeline.after_commit")
+    assert len(crashes) == 1 and record.read_text().split()[0] == "pipeline.after_commit"
+    path.unlink()
+    for _ in range(3):
+        faults.hit("pipeline.after_commit")
+    assert len(crashes) == 1
+
+
+def test_a_malformed_arm_file_arms_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "arm.json"
+    path.write_text('{"crash_at": ')
+    faults = Faults(FaultSettings(arm_file=str(path)))
+    assert faults.current() == faults.settings
+    assert "fault arm file" in caplog.text
+    arm(path, crash_on_hit="often")
+    assert faults.current() == faults.settings
