@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pyarrow as pa
-from py4j.protocol import Py4JError
-from pyspark.errors import PySparkException, StreamingQueryException
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
 from floe.aws import AWS_ERRORS
@@ -386,7 +385,9 @@ def _warm_up(spark: SparkSession, partitions: int) -> None:
     started = time.monotonic()
     try:
         spark.range(n, numPartitions=n).mapInArrow(touch, "id long").collect()
-    except (Py4JError, PySparkException) as exc:  # a job stopped at once: the first batch starts them
+    # An optimisation only: whatever stops it (a job stopped at once, before it ran: its context is
+    # gone), the first micro-batch starts the workers.
+    except Exception as exc:  # noqa: BLE001
         log.warning("python workers not warmed up: %s", _first_line(exc))
         return
     log.info("python workers warmed up in %.1f s", time.monotonic() - started)

@@ -146,6 +146,12 @@ def test_the_spark_reader_scans_a_table_on_the_cluster(
         spark.stop()
 
 
+def batch_tasks(log: str, batch: int) -> dict[int, int]:
+    """The tasks of micro-batch ``batch`` an executor's log says finished: task number -> files."""
+    found = re.finditer(r"batch (\d+) task (\d+) on executor \d+: (\d+) files", log)
+    return {int(m.group(2)): int(m.group(3)) for m in found if int(m.group(1)) == batch}
+
+
 def executor_logs(cluster: Cluster, worker: int) -> str:
     """What the executors on worker ``worker`` (1-based) logged, their Python workers included."""
     work = cluster.worker_dirs[worker - 1]
@@ -197,12 +203,13 @@ def test_a_worker_killed_mid_batch_its_tasks_run_again_on_the_other(
     table, pipe = make_pipe(stack, bucket)
     files = file_set(40, "worker")
     mark = len(stack.log_text("pipeline"))
-    seen = len(executor_logs(cluster, 1))
+    # Earlier applications' logs sort first (by application id) and no longer grow.
+    seen = {w: len(executor_logs(cluster, w)) for w in (1, 2)}
     # Each fetched file waits 2 s, so each task of the batch runs for several seconds.
     arm(stack, read_delay_s=2.0)
     put_all(s3, bucket, files)
     wait_until(
-        lambda: f"fault injection: s3://{bucket}/" in executor_logs(cluster, 1)[seen:],
+        lambda: f"fault injection: s3://{bucket}/" in executor_logs(cluster, 1)[seen[1] :],
         timeout=180,
         what="a task of the batch reading on worker 1",
     )
@@ -213,8 +220,8 @@ def test_a_worker_killed_mid_batch_its_tasks_run_again_on_the_other(
     wait_all_loaded(stack, table, files)
     assert stack.procs["pipeline"].poll() is None, "the driver must live through a worker's loss"
     assert planned in checkpoint_batches(stack)[1], f"batch {planned} must finish, not be replayed"
-    log = stack.log_text("pipeline")[mark:]
-    assert "ExecutorLostFailure" in log or "Lost executor" in log, "the driver must have seen the executor go"
+    assert "Lost executor" in stack.log_text("pipeline")[mark:], "the driver must have seen the executor go"
     assert_exactly_once(stack, table, pipe, files)
-    survivors = {executor for executor, _ in task_lines(cluster)[cluster.worker_dirs[1].name]}
-    assert survivors, "the other worker's executor ran tasks"
+    # Worker 1 was reading files of the batch and finished none of its tasks; worker 2 finished them all.
+    finished = {w: batch_tasks(executor_logs(cluster, w)[seen[w] :], planned) for w in (1, 2)}
+    assert finished[1] == {} and finished[2], finished
