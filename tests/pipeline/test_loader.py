@@ -23,6 +23,8 @@ from pyarrow import fs as pafs
 from floe.blobs import BlobCrypto, crypto_from_settings, read_blob
 from floe.catalog.models import Column, CopySpec, FileFormat, OnError, Pipe, Table
 from floe.records import LoadOutcome, LoadTask
+from floe.runtime import Faults
+from floe.settings import FaultSettings
 from pipeline import loader
 from pipeline.loader import BatchContext, Streamed, fetch_file, load_file, process_partition, stream_file
 from pipeline.transform import CompiledCopy, compile_copy
@@ -42,11 +44,6 @@ def pipe_for(select: list[str] | None = None) -> Pipe:
         table=TABLE.name, stage="DB.PUBLIC.ST", select=select, file_format=FileFormat(skip_header=1)
     )
     return Pipe(name="DB.PUBLIC.P", copy_spec=spec, table_id=TABLE.id, stage_url="s3://bucket/in/")
-
-
-class _NoFaults:
-    def hit(self, point: str) -> None:
-        del point
 
 
 @dataclass
@@ -84,7 +81,7 @@ class FakeWorker:
     broken: bool = False
     """compiled_for raises, as a transform bug would."""
     con: duckdb.DuckDBPyConnection = field(default_factory=duckdb.connect)
-    faults: Any = field(default_factory=_NoFaults)
+    faults: Faults = field(default_factory=lambda: Faults(FaultSettings()))  # none armed
     fetched: list[str] = field(default_factory=list)
     """Keys read through get_object (boto3 in the real worker)."""
     stream_file_bytes: int = 1 << 30
