@@ -18,6 +18,7 @@ from typing import Any
 import redis
 from rich.table import Table
 
+from bench.query_memory import queries
 from floe.settings import Settings
 
 
@@ -49,6 +50,11 @@ STREAM_CHANNEL_KEYS = ("1_channel", "8_channels")
 EXTERNAL = ("figures", "external")
 EXTERNAL_RATIO = "external_function_over_baseline"
 """Rows/s of the query with the remote function over rows/s of the same query without it."""
+SCALE = ("figures", "scale")
+SCALE_RATIO = "scale_cluster_over_local"
+"""Median rows/s of the load with the Spark job on the cluster over its median on local[2]."""
+QUERY_NAMES: tuple[str, ...] = tuple(queries("t"))
+"""The query_memory part's queries, by figure name."""
 
 
 def targets(slow_label: str) -> list[Target]:
@@ -124,8 +130,8 @@ def dig(data: dict[str, Any], path: tuple[str, ...]) -> Any:
 
 def ratios(figures: dict[str, Any]) -> dict[str, float | None]:
     """Floe's throughput over the limit's and over the peer's, each streaming throughput over the
-    streaming limit, and the external-function query's rows/s over its baseline's (None when one
-    side is missing)."""
+    streaming limit, the external-function query's rows/s over its baseline's, and Floe's throughput
+    with the Spark job on the cluster over on local[2] (None when one side is missing)."""
     floe = dig(figures, ("throughput", "floe", "rows_per_s"))
     limit = dig(figures, ("throughput", "limit", "rows_per_s"))
     peer = dig(figures, ("throughput", "peer", "rows_per_s"))
@@ -140,6 +146,9 @@ def ratios(figures: dict[str, Any]) -> dict[str, float | None]:
     fn = dig(figures, ("external", "function", "rows_per_s"))
     base = dig(figures, ("external", "baseline", "rows_per_s"))
     out[EXTERNAL_RATIO] = fn / base if fn and base else None
+    cluster = dig(figures, ("scale", "cluster", "rows_per_s"))
+    local = dig(figures, ("scale", "local", "rows_per_s"))
+    out[SCALE_RATIO] = cluster / local if cluster and local else None
     return out
 
 
@@ -193,7 +202,21 @@ def missing_figures(result: dict[str, Any], parts: set[str], latency_labels: lis
             (*EXTERNAL, "function", what)
             for what in ("rows_per_s", "batches_per_s", "rows_per_batch", "max_concurrency")
         ]
+    wanted += _scale_wanted(parts)
     return [".".join(p) for p in wanted if not isinstance(dig(result, p), int | float)]
+
+
+def _scale_wanted(parts: set[str]) -> list[tuple[str, ...]]:
+    """The figures of issue 15's parts (spark_cluster, query_memory) that ``parts`` should produce."""
+    wanted: list[tuple[str, ...]] = []
+    if "spark_cluster" in parts:
+        wanted += [(*SCALE, mode, "rows_per_s") for mode in ("local", "cluster")]
+        wanted.append(("ratios", SCALE_RATIO))
+    if "query_memory" in parts:
+        for name in QUERY_NAMES:
+            q = ("figures", "query_memory", "queries", name)
+            wanted += [(*q, "median_s"), (*q, "peak_rss_mb")]
+    return wanted
 
 
 # ---------------------------------------------------------------------------------- machine, versions
@@ -367,6 +390,7 @@ def table_rows(result: dict[str, Any], slow_label: str) -> list[tuple[str, str, 
         target_row("REST insertFiles p99", "rest_p99_ms", lambda v: _num(v, ".1f", " ms"))
     rows += _streaming_rows(result, checks)
     rows += _external_rows(result)
+    rows += _scale_rows(result)
     for name, mem in f.get("memory", {}).items():
         rows.append(
             (
@@ -456,6 +480,63 @@ def _external_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             "",
         ),
     ]
+
+
+SCALE_NOTE = "one machine: this is the cluster's overhead; a gain needs more hosts"
+
+
+def _scale_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """Issue 15's figures under one heading: the load with the Spark job on local[2] and on a
+    standalone cluster on this machine, and the queries over the 2 GB table with the API's peak RSS."""
+    f: dict[str, Any] = result.get("figures", {})
+    sc: dict[str, Any] | None = f.get("scale")
+    qm: dict[str, Any] | None = f.get("query_memory")
+    if sc is None and qm is None:
+        return []
+    rows: list[tuple[str, str, str, str]] = [("[bold]Scale[/]", "", "", "")]
+    if sc is not None:
+        cl = sc.get("cluster", {})
+        names = {
+            "local": f"Spark job on {sc.get('baseline', 'local[2]')} (baseline)",
+            "cluster": f"Spark job on a standalone cluster, {cl.get('workers', '?')} workers of "
+            f"{cl.get('cores_per_worker', '?')} core, this machine",
+        }
+        for mode, name in names.items():
+            fig = sc.get(mode, {})
+            s = fig.get("rows_per_s_spread", {})
+            runs = len(fig.get("runs", []))
+            rows.append(
+                (
+                    f"Throughput Floe end to end, {name}",
+                    f"{_num(fig.get('rows_per_s'))} rows/s",
+                    f"median of {runs}; min {_num(s.get('min'))}, max {_num(s.get('max'))}",
+                    "",
+                )
+            )
+        ratio = result.get("ratios", {}).get(SCALE_RATIO)
+        rows.append(("  cluster / local", _num(ratio, ".2f"), SCALE_NOTE, ""))
+    if qm is not None:
+        t = qm.get("table", {})
+        rows.append(
+            (
+                f"Queries over a {_num(t.get('csv_mb'))} MB table ({_num(t.get('rows'))} rows, "
+                f"{_num(t.get('blobs'))} blobs): median time",
+                "",
+                f"API RSS before {_num(qm.get('api_rss_before_mb'))} MB",
+                "",
+            )
+        )
+        bound = f"API peak RSS < {_num(qm.get('rss_target_mb'))} MB"
+        for name, q in qm.get("queries", {}).items():
+            rows.append(
+                (
+                    f"  {name}",
+                    f"{_num(q.get('median_s'), '.2f', ' s')}, API peak {_num(q.get('peak_rss_mb'))} MB",
+                    f"first {_num(q.get('first_s'), '.2f', ' s')}; {bound}",
+                    _verdict(q.get("met")),
+                )
+            )
+    return rows
 
 
 def render(result: dict[str, Any], slow_label: str) -> Table:

@@ -1,6 +1,6 @@
 """Floe's benchmark harness (issue 5): throughput against two baselines, latency, notifications,
-REST, memory, row streaming (issue 13) and external functions (issue 14), printed as a table and
-written as JSON.
+REST, memory, row streaming (issue 13), external functions (issue 14) and scaling out (issue 15),
+printed as a table and written as JSON.
 
     .venv/bin/python -m bench.run             # full run   -> bench/results/latest.json  (make bench)
     .venv/bin/python -m bench.run --smoke     # tiny sizes -> bench/results/smoke.json   (make bench-smoke)
@@ -25,7 +25,13 @@ Parts (--only takes a comma-separated list of them):
   query_memory   queries over a 2 GB table (bench/query_memory.py): the API's peak RSS and the times
                  of COUNT(*), a GROUP BY, SELECT * LIMIT 10 and a full scan. Several minutes, so a
                  smoke run leaves it out unless --only names it.
-  Aliases: throughput = floe,limit,peer; memory = floe; all = every part.
+  spark_cluster  the floe part's load with the Spark job on local[2] and on a Spark standalone
+                 cluster of 2 workers on this machine (bench/scale.py), alternately, --scale-repeats
+                 times each: median rows/s of each and cluster / local. On one machine this shows
+                 the cluster's overhead; a gain needs more hosts. Several minutes, so a smoke run
+                 leaves it out unless --only names it.
+  Aliases: throughput = floe,limit,peer; memory = floe; scale = spark_cluster,query_memory
+  (issue 15); all = every part.
 
 LocalStack and Redis are started when they do not answer yet (and stopped again afterwards), at
 the endpoints Floe's settings name (FLOE_AWS__ENDPOINT_URL, FLOE_REDIS__URL, FLOE_STATE_DIR...).
@@ -79,7 +85,17 @@ from bench.latency import run_latency
 from bench.memory import MemorySampler
 from bench.notifications import run_notifications
 from bench.query_memory import RSS_TARGET_MB, run_query_memory
-from bench.report import evaluate, machine, missing_figures, rate_text, ratios, render, versions
+from bench.report import (
+    SCALE_RATIO,
+    evaluate,
+    machine,
+    missing_figures,
+    rate_text,
+    ratios,
+    render,
+    versions,
+)
+from bench.scale import LOCAL_MASTER, JobSwitch, cluster_conf, mode_label, run_scale, stop_cluster
 from bench.streaming import (
     APPEND_ROWS,
     CHANNEL_COUNTS,
@@ -110,12 +126,14 @@ PARTS: tuple[str, ...] = (
     "streaming",
     "external",
     "query_memory",
+    "spark_cluster",
 )
-SMOKE_SKIPS: frozenset[str] = frozenset({"query_memory"})
+SMOKE_SKIPS: frozenset[str] = frozenset({"query_memory", "spark_cluster"})
 """Parts a smoke run leaves out unless --only names them (each takes minutes even at its size)."""
 ALIASES: dict[str, tuple[str, ...]] = {
     "throughput": ("floe", "limit", "peer"),
     "memory": ("floe",),
+    "scale": ("spark_cluster", "query_memory"),
     "all": PARTS,
 }
 STACK_PHASES = frozenset(
@@ -131,8 +149,13 @@ STACK_PHASES = frozenset(
         "streaming_latency",
         "external",
         "query_memory",
+        "spark_cluster",
     }
 )
+STACK_PARTS = frozenset(
+    {"floe", "latency", "notifications", "rest", "streaming", "external", "query_memory", "spark_cluster"}
+)
+"""The parts that need the run's Floe processes."""
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 FULL: dict[str, Any] = {
@@ -156,6 +179,7 @@ FULL: dict[str, Any] = {
     "external_repeats": 3,
     "query_table_mb": 2048,
     "query_repeats": 3,
+    "scale_repeats": 3,
     "out": RESULTS_DIR / "latest.json",
     "overlap": False,
     "warmup": True,
@@ -176,6 +200,7 @@ SMOKE: dict[str, Any] = {
     "external_rows": 20_000,
     "query_table_mb": 64,
     "query_repeats": 1,
+    "scale_repeats": 1,
     "out": RESULTS_DIR / "smoke.json",
     "overlap": True,
     "warmup": True,
@@ -306,6 +331,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--query-table-mb", type=int, help=f"size of the queried table as CSV, MB {sizes('query_table_mb')}"
     )
     g.add_argument("--query-repeats", type=int, help=f"runs of each query {sizes('query_repeats')}")
+    g = p.add_argument_group("scaling out (spark_cluster; the load is the throughput group's files)")
+    g.add_argument(
+        "--scale-repeats",
+        type=int,
+        help=f"timed loads on local[2] and as many on the cluster, alternating {sizes('scale_repeats')}",
+    )
     g = p.add_argument_group("housekeeping")
     g.add_argument(
         "--keep", action="store_true", help="keep the run's state dir, buckets, queues and Redis keys"
@@ -374,6 +405,8 @@ class Run:
         self.peer_run: PeerRun | None = None
         self.peer_collected = False
         self.started_services: list[str] = []
+        self.cluster_settings: Settings | None = None
+        """Set once the spark_cluster part may have started a cluster: shutdown stops it."""
         self.warm_task: Any = None
         self.resources = Resources(self.settings)
         self.rates = [(args.slow_rate, args.slow_samples), (args.fast_rate, args.fast_samples)]
@@ -450,6 +483,14 @@ class Run:
                 "repeats": a.query_repeats,
                 "rss_target_mb": RSS_TARGET_MB,
             },
+            "spark_cluster": {
+                "repeats": a.scale_repeats,
+                "baseline": LOCAL_MASTER,
+                "cluster": mode_label("cluster"),
+                "spark_conf": cluster_conf(),
+                "load": "the throughput files, a fresh table and pipe per run, the job restarted and "
+                "warmed before each",
+            },
             "spark_master": self.base.pipeline.spark_master,
             "pipeline_partitions": self.base.pipeline.partitions,
             "overlap": a.overlap,
@@ -484,10 +525,8 @@ class Run:
         harness works.
         """
         a = self.args
-        need_stack = bool(
-            self.parts & {"floe", "latency", "notifications", "rest", "streaming", "external", "query_memory"}
-        )
-        dataset = self.dataset(progress) if self.parts & {"floe", "limit", "peer"} else None
+        need_stack = bool(self.parts & STACK_PARTS)
+        dataset = self.dataset(progress) if self.parts & {"floe", "limit", "peer", "spark_cluster"} else None
         rows = self.stream_data(progress) if "streaming" in self.parts else None
         if a.overlap and need_stack:
             self.launch_stack()
@@ -535,6 +574,10 @@ class Run:
             self.external(progress)
         if "query_memory" in self.parts:
             self.query_memory(progress)
+        # After the query part: its API RSS figures would otherwise include what these loads'
+        # COUNT(*) polls leave in the API's blob cache.
+        if dataset is not None and "spark_cluster" in self.parts:
+            self.spark_cluster(progress, dataset)
         if not a.overlap:
             self.apart(progress, apart)
 
@@ -871,6 +914,64 @@ class Run:
                     f"{q['median_s']:.2f} s (first {q['first_s']:.2f} s)"
                 )
 
+    def spark_cluster(self, progress: Progress, dataset: Dataset) -> None:
+        """The load with the Spark job on local[2] and on a 2-worker cluster (bench/scale.py)."""
+        assert self.stack is not None
+        a = self.args
+        switch = JobSwitch(self.stack)
+        self.cluster_settings = self.settings  # its pid files live in the run's state dir
+        status = progress.add_task("scale: starting", total=None)
+        bars: dict[str, Any] = {}
+
+        def on_step(text: str) -> None:
+            progress.update(status, description=f"scale: {text}")
+
+        def on_progress(label: str, rows: int, total: int) -> None:
+            if label not in bars:
+                for task in bars.values():
+                    progress.remove_task(task)  # one bar at a time: the run under way
+                bars.clear()
+                bars[label] = progress.add_task(f"scale: {label}, rows queryable", total=total)
+            progress.update(bars[label], completed=rows)
+
+        out = self.phase(
+            "spark_cluster",
+            progress,
+            run_scale,
+            switch,
+            self.resources,
+            dataset,
+            self.settings,
+            repeats=a.scale_repeats,
+            warmup=a.warmup,
+            put_threads=a.put_threads,
+            on_step=on_step,
+            on_progress=on_progress,
+        )
+        if not switch.is_restored():
+            # A failed run may leave the job stopped or on the stopped cluster; the parts after
+            # this one need it back on local[2].
+            on_step(f"restarting the Spark job on {LOCAL_MASTER}")
+            self.phase("spark_cluster_restore", progress, switch.restore)
+        for task in (status, *bars.values()):
+            progress.remove_task(task)
+        if not out:
+            return
+        self.result["figures"]["scale"] = out
+        local, cluster = out["local"], out["cluster"]
+        ratio = ratios(self.result["figures"])[SCALE_RATIO]
+        progress.console.print(
+            f"[green]✓[/] scale: {local['rows_per_s']:,.0f} rows/s on {LOCAL_MASTER}, "
+            f"{cluster['rows_per_s']:,.0f} rows/s on {mode_label('cluster')}; cluster / local "
+            f"{ratio:.2f} (medians of {out['repeats']} runs each, {out['files']} files)"
+        )
+        progress.console.print(f"  [yellow]note:[/] {out['note']}")
+        bad = [code for code in out["job_exit_codes"] if code not in (0, None)]
+        if bad:
+            progress.console.print(
+                f"  [yellow]the restarted Spark jobs exited with {bad}[/] (logs: {self.stack.logs})"
+            )
+
     def shutdown(self, interrupted: bool) -> None:
         """Stop the Floe processes and remove what the run created (unless --keep)."""
         if self.peer_run is not None:
@@ -887,6 +988,15 @@ class Run:
                     self.console.print(
                         f"[yellow]floe processes exited with {bad}[/] (logs: {self.stack.logs})"
                     )
+        if self.cluster_settings is not None:
+            # The part stops its cluster itself; this is for a run interrupted while it did.
+            try:
+                left = stop_cluster(self.cluster_settings)
+            except (OSError, ValueError) as exc:
+                left = []
+                self.console.print(f"[yellow]could not stop the scale part's Spark cluster:[/] {exc}")
+            if left:
+                self.console.print(f"stopped the scale part's Spark cluster: {', '.join(left)}")
         if self.args.keep:
             self.console.print(
                 f"kept: {self.run_dir}, buckets {self.resources.buckets}, prefix {self.settings.redis.prefix}"
