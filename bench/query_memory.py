@@ -232,4 +232,6 @@ def run_query_memory(
             }
             if on_progress is not None:
                 on_progress("queries", done, len(queries(table)))
+    # One figure for the target (bench.report): the highest peak over every query.
+    out["peak_rss_mb"] = max(q["peak_rss_mb"] for q in out["queries"].values())
     return out

@@ -18,7 +18,7 @@ from typing import Any
 import redis
 from rich.table import Table
 
-from bench.query_memory import queries
+from bench.query_memory import RSS_TARGET_MB, queries
 from floe.settings import Settings
 
 
@@ -34,7 +34,9 @@ class Target:
 
     def check(self, value: float) -> bool:
         """Whether ``value`` meets the target."""
-        return value >= self.bound if self.op == ">=" else value <= self.bound
+        if self.op == ">=":
+            return value >= self.bound
+        return value < self.bound if self.op == "<" else value <= self.bound
 
 
 def rate_text(label: str) -> str:
@@ -114,6 +116,14 @@ def targets(slow_label: str) -> list[Target]:
             (*STREAM_LAT, "p99_s"),
             "<=",
             3.0,
+        ),
+        # Issue 15: the API's peak RSS over every query of the 2 GB table.
+        Target(
+            "query_peak_rss_mb",
+            "API peak RSS over the 2 GB table's queries (MB)",
+            ("figures", "query_memory", "peak_rss_mb"),
+            "<",
+            RSS_TARGET_MB,
         ),
     ]
 

@@ -128,7 +128,14 @@ def test_ratios_and_targets() -> None:
     assert checks["notifications_files_per_s"]["met"] is True
     assert checks["rest_calls_per_s"]["met"] is False
     assert checks["rest_p99_ms"]["met"] is True
+    assert checks["query_peak_rss_mb"]["met"] is None
     assert len(table_rows(r, "1_per_s")) >= 10
+
+
+@pytest.mark.parametrize(("peak", "met"), [(356.0, True), (1023.9, True), (1024.0, False), (4800.0, False)])
+def test_query_memory_target_is_under_1_gb(peak: float, met: bool) -> None:
+    r = _result(query_memory={"peak_rss_mb": peak, "queries": {}})
+    assert evaluate(r, "1_per_s")["query_peak_rss_mb"]["met"] is met
 
 
 def test_missing_figures_follow_the_selected_parts() -> None:
