@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, field_validator
 from floe.patterns import stored_pattern
 
 OnError = Literal["SKIP_FILE", "CONTINUE", "SKIP_FILE_N", "SKIP_FILE_PCT"]
-FormatType = Literal["CSV", "JSON", "PARQUET"]
+FormatType = Literal["CSV", "JSON", "PARQUET", "AVRO", "ORC"]
 
 # Snowflake column types Floe stores, by canonical name.
 COLUMN_TYPES = (
@@ -41,11 +41,41 @@ class FileFormat(BaseModel):
     type: FormatType = "CSV"
     """TYPE."""
     compression: str = "AUTO"
-    """AUTO, GZIP or NONE."""
+    """COMPRESSION: AUTO, GZIP, BZ2, BROTLI, ZSTD, DEFLATE, RAW_DEFLATE, SNAPPY (Parquet) or NONE."""
     field_delimiter: str = ","
     """CSV FIELD_DELIMITER."""
     record_delimiter: str = "\n"
-    """CSV RECORD_DELIMITER (only newline is supported)."""
+    """CSV RECORD_DELIMITER; newline is "logical" (``\\r\\n`` too)."""
+    multi_line: bool = True
+    """CSV and JSON MULTI_LINE: FALSE makes a record delimiter inside a value an error of its record."""
+    parse_header: bool = False
+    """CSV PARSE_HEADER: the first line names the columns (for MATCH_BY_COLUMN_NAME)."""
+    escape: str | None = None
+    """CSV ESCAPE: the escape character of enclosed fields, or None (NONE)."""
+    escape_unenclosed_field: str | None = "\\"
+    """CSV ESCAPE_UNENCLOSED_FIELD: the escape character of unenclosed fields, or None (NONE)."""
+    encoding: str = "UTF8"
+    """CSV ENCODING: the character set of the file, converted to UTF-8."""
+    replace_invalid_characters: bool = False
+    """REPLACE_INVALID_CHARACTERS: invalid UTF-8 becomes U+FFFD instead of an error of its row."""
+    skip_byte_order_mark: bool = True
+    """SKIP_BYTE_ORDER_MARK."""
+    binary_format: str = "HEX"
+    """BINARY_FORMAT: HEX, BASE64 or UTF8, how text loads into BINARY columns."""
+    time_format: str = "AUTO"
+    """TIME_FORMAT."""
+    allow_duplicate: bool = False
+    """JSON ALLOW_DUPLICATE: TRUE keeps the last of duplicate keys; FALSE makes them an error."""
+    strip_null_values: bool = False
+    """JSON STRIP_NULL_VALUES: drop object fields and array elements that are JSON null."""
+    ignore_utf8_errors: bool = False
+    """JSON IGNORE_UTF8_ERRORS: invalid UTF-8 becomes U+FFFD (REPLACE_INVALID_CHARACTERS's other name)."""
+    enable_octal: bool = False
+    """JSON ENABLE_OCTAL: numbers with a leading zero are octal."""
+    binary_as_text: bool = True
+    """Parquet BINARY_AS_TEXT: BINARY columns without a logical type read as UTF-8 text."""
+    use_logical_type: bool = False
+    """Parquet USE_LOGICAL_TYPE: Parquet logical types decide the types of the values."""
     skip_header: int = 0
     """CSV SKIP_HEADER: physical lines skipped at the top."""
     field_optionally_enclosed_by: str | None = None
