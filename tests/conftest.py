@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -281,13 +281,17 @@ def bucket(s3: Any) -> str:
     return name
 
 
-def wait_until(predicate: Any, timeout: float = 90.0, interval: float = 0.3, what: str = "condition") -> Any:
-    """Poll until predicate() is truthy; fail the test with a clear message otherwise."""
+def wait_until(
+    predicate: Any, timeout: float = 90.0, interval: float = 0.3, what: str | Callable[[], str] = "condition"
+) -> Any:
+    """Poll until predicate() is truthy; fail the test with a clear message otherwise (``what`` may be
+    a function, to say what is still missing at the time of the failure)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what} (last value: {value!r})")
+            said = what() if callable(what) else what
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {said} (last value: {value!r})")
         time.sleep(interval)
