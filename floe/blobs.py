@@ -245,18 +245,30 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _is_binary(t: pa.DataType) -> bool:
+    return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t))
+
+
 def column_stats(table: pa.Table) -> dict[str, dict[str, Any]]:
-    """Per column: min, max, null_count and, for strings, max_length (the seed's EP info)."""
+    """Per column: min, max, null_count and, for strings and binary, max_length (the seed's EP info:
+    characters for strings, bytes for binary).
+
+    BINARY columns get no min and max: no query can compare them with a literal Floe reads (a BINARY
+    literal is hex text or a function of it, which the pruning never decodes), so a blob is never
+    skipped on them, and bytes would not fit the manifest's JSON as they are."""
     stats: dict[str, dict[str, Any]] = {}
     for name, col in zip(table.column_names, table.columns, strict=True):
         entry: dict[str, Any] = {"null_count": col.null_count}
-        if len(col) > col.null_count and not pa.types.is_boolean(col.type):
+        binary = _is_binary(col.type)
+        if len(col) > col.null_count and not pa.types.is_boolean(col.type) and not binary:
             mm = pc.min_max(col)
             entry["min"] = _jsonable(mm["min"].as_py())
             entry["max"] = _jsonable(mm["max"].as_py())
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
             lengths = pc.utf8_length(col)
             entry["max_length"] = pc.max(lengths).as_py() or 0
+        elif binary:
+            entry["max_length"] = pc.max(pc.binary_length(col)).as_py() or 0
         stats[name] = entry
     return stats
 
@@ -356,7 +368,7 @@ def row_group_stats(metadata: pq.FileMetaData, group: int) -> dict[str, dict[str
         entry: dict[str, Any] = {}
         if stats.has_null_count:
             entry["null_count"] = stats.null_count
-        if stats.has_min_max:
+        if stats.has_min_max and not isinstance(stats.min, bytes):  # BINARY: see column_stats
             entry["min"] = _jsonable(stats.min)
             entry["max"] = _jsonable(stats.max)
         out[chunk.path_in_schema] = entry

@@ -82,10 +82,28 @@ class Keys:
         """Hash of pipe runtime facts (last ingested file and time, last error)."""
         return f"{self._pipe(pipe_id)}:status"
 
+    def file_errors(self, pipe_id: str, path: str) -> str:
+        """JSON list of one file's errors (VALIDATE_PIPE_LOAD), set with its terminal state, TTL 14 days."""
+        return f"{self._pipe(pipe_id)}:fileerrors:{path}"
+
+    def skipped(self, pipe_id: str) -> str:
+        """Sorted set of the files the pipe was sent again and skipped ("Load skipped"), by time (ms)."""
+        return f"{self._pipe(pipe_id)}:skipped"
+
     def retired(self, pipe_id: str) -> str:
         """Set when DROP or CREATE OR REPLACE retires a pipe incarnation; the registrar then refuses
         its commits, so a batch in flight at that moment never becomes visible."""
         return f"{self._pipe(pipe_id)}:retired"
+
+    def lease(self, pipe_id: str, task: str) -> str:
+        """Held by the one consumer doing ``task`` for the pipe: 'backfill' until its next listing is
+        due, 'errors' while it sends error notifications. The value names the holder."""
+        return f"{self._pipe(pipe_id)}:lease:{task}"
+
+    def error_cursor(self, pipe_id: str) -> str:
+        """Id of the last load event (in ``events``) past which error notifications are done: sent,
+        or not needed."""
+        return f"{self._pipe(pipe_id)}:errors:cursor"
 
     # -- per pipe: streaming channels (Snowpipe Streaming) ----------------------------------
     def channel(self, pipe_id: str, name: str) -> str:
@@ -107,6 +125,12 @@ class Keys:
     def pipe_pattern(self, pipe_id: str) -> str:
         """Glob over every key of one pipe (for DROP PIPE)."""
         return f"{self._pipe(pipe_id)}:*"
+
+    # -- the notification channel --------------------------------------------------------------
+    def notification_channel(self) -> str:
+        """Hash of the SQS queue's facts the consumers record (last pull, last message received),
+        which every auto-ingest pipe shares, as Snowflake's pipes share their account's queue."""
+        return f"{self.prefix}:{{channel}}:notifications"
 
     # -- external functions --------------------------------------------------------------------
     def breakers(self) -> str:

@@ -19,11 +19,12 @@ from typing import Any, ClassVar, Literal, cast, get_args, get_type_hints
 import pyarrow as pa
 
 from floe.blobs import BlobMeta
-from floe.history import FileState
+from floe.history import ErrorDetail, FileState, Trouble
 
-Origin = Literal["notification", "rest", "replace", "refresh"]
+Origin = Literal["notification", "rest", "replace", "refresh", "backfill"]
 """How a file reached its queue: an S3 event notification (through SQS), an insertFiles call, the
-queue of the pipe incarnation a CREATE OR REPLACE retired, or ALTER PIPE ... REFRESH."""
+queue of the pipe incarnation a CREATE OR REPLACE retired, ALTER PIPE ... REFRESH, or a pipe's
+BACKFILL_INTERVAL listing."""
 
 LoadStatus = Literal["LOADED", "PARTIALLY_LOADED", "LOAD_FAILED"]
 """The terminal statuses of a file's load (history's LOAD_IN_PROGRESS is never an outcome)."""
@@ -298,6 +299,11 @@ class LoadOutcome:
     """Stored size in bytes as read; None keeps the size the file's state has."""
     stream_id: str = ""
     """The file's queue entry, set by the executor from its task."""
+    errors: tuple[ErrorDetail, ...] = ()
+    """Every error of the file, in file order, up to ``pipeline.max_errors_per_file``
+    (VALIDATE_PIPE_LOAD's rows; the registrar stores them with the file's state)."""
+    trouble: Trouble | None = None
+    """Why the file failed when the file was not the cause (see ``floe.history.Trouble``)."""
 
     @classmethod
     def failed(
@@ -309,8 +315,10 @@ class LoadOutcome:
         line: int | None = None,
         character: int | None = None,
         column: str | None = None,
+        detail: ErrorDetail | None = None,
     ) -> LoadOutcome:
-        """A file that could not be read at all (a FileLoadError), with its place when known."""
+        """A file that could not be read at all (a FileLoadError), with its place when known;
+        ``detail``: the error as VALIDATE_PIPE_LOAD shows it."""
         return cls(
             path,
             "LOAD_FAILED",
@@ -321,12 +329,22 @@ class LoadOutcome:
             first_error_character=character,
             first_error_column=column,
             code=code,
+            errors=(detail,) if detail is not None else (),
         )
 
     @classmethod
-    def stopped(cls, path: str, message: str, *, system: bool, size: int | None = None) -> LoadOutcome:
-        """A file that failed before its COPY ran: gone, too large to read, or an internal error
-        (``system``: the message is also its system error)."""
+    def stopped(
+        cls,
+        path: str,
+        message: str,
+        *,
+        system: bool,
+        size: int | None = None,
+        trouble: Trouble | None = None,
+    ) -> LoadOutcome:
+        """A file that failed before its COPY ran: gone, too large to read, refused, or an internal
+        error (``system``: the message is also its system error; ``trouble``: the pipe's or Floe's
+        fault rather than the file's, which SYSTEM$PIPE_STATUS reports)."""
         return cls(
             path,
             "LOAD_FAILED",
@@ -334,6 +352,7 @@ class LoadOutcome:
             first_error=message,
             system_error=message if system else None,
             size=size,
+            trouble=trouble,
         )
 
     def sized(self, size: int) -> LoadOutcome:
@@ -351,7 +370,8 @@ class LoadOutcome:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LoadOutcome:
         """The outcome ``to_dict`` gave."""
-        return cls(**data)
+        errors = tuple(ErrorDetail.from_dict(e) for e in data.get("errors", ()))
+        return cls(**{**data, "errors": errors})
 
     def apply_to(self, state: FileState, loaded_ms: int) -> FileState:
         """The file's terminal state: ``state`` (as dedup wrote it) updated with this outcome.
@@ -370,6 +390,8 @@ class LoadOutcome:
             "first_error_column": self.first_error_column,
             "system_error": self.system_error,
             "loaded_ms": loaded_ms,
+            "errors": list(self.errors),
+            "trouble": self.trouble,
         }
         if self.error_limit is not None:
             update["error_limit"] = self.error_limit

@@ -180,6 +180,36 @@ class ConsumerSettings(_Section):
     """Concurrent ReceiveMessage loops inside one consumer process."""
 
 
+class BackfillSettings(_Section):
+    """Backfill, a Floe extension: a pipe's BACKFILL_INTERVAL has a consumer list its location every
+    interval and queue the files no notification announced."""
+
+    min_interval_s: int = Field(default=60, gt=0)
+    """The shortest BACKFILL_INTERVAL CREATE PIPE accepts (each backfill lists the stage's last 7
+    days, which costs S3 requests); a pipe made with a shorter one under other settings is listed
+    this often at most."""
+    poll_s: float = Field(default=5.0, gt=0)
+    """How often each consumer looks for pipes whose backfill is due; a backfill starts at most
+    this long after its interval ends."""
+
+
+class ErrorNotificationSettings(_Section):
+    """Error notifications: the consumers publish the files whose load failed to the SNS topic of
+    each pipe's ERROR_INTEGRATION."""
+
+    poll_s: float = Field(default=1.0, gt=0)
+    """How often each consumer looks for new load failures to publish."""
+    batch_events: int = Field(default=100, gt=0)
+    """Load events read per pipe per step (each failed one is a message; SNS takes 10 per call)."""
+    lease_s: float = Field(default=60.0, gt=0)
+    """How long one consumer holds a pipe's notifications: if it dies, another takes over after
+    this, and sends again what it had sent but not recorded (at least once)."""
+    give_up_after_s: int = Field(default=24 * 3600, gt=0)
+    """A failure whose message SNS keeps refusing (topic gone, no permission) is retried each step
+    until it is this old, then dropped with an error in the log, so later failures are not held
+    back for ever."""
+
+
 class PipelineSettings(_Section):
     """The Spark Structured Streaming job."""
 
@@ -218,8 +248,35 @@ class PipelineSettings(_Section):
     max_part_bytes: int = 256 * 1024 * 1024
     """Largest decompressed piece held in memory at once: a whole-read file, or a part of a streamed
     file that has not reached a record end; past it the file fails."""
+    max_errors_per_file: int = Field(default=100, ge=1, le=10_000)
+    """Errors of one file whose detail (message, place, record) is kept for 14 days and shown by
+    VALIDATE_PIPE_LOAD; the file's error count in COPY_HISTORY counts them all."""
     duckdb_memory_limit: str = "1GB"
     """DuckDB memory_limit of each transform connection on the workers."""
+
+
+class StageSettings(_Section):
+    """Internal stages (named stages without a URL, and every table's stage ``@%t``): their files
+    live encrypted in a bucket Floe owns, and move through the API (``floe put``, ``floe get``)."""
+
+    bucket: str = "floe-stages"
+    """Floe-owned bucket that holds the internal stages' files, each sealed under Floe's master key
+    (``floe/stage_crypto.py``). Apart from the tables bucket, so that access to one is not access to
+    the other; no storage integration and no external stage may name it. Created on first use."""
+    max_file_bytes: int = Field(default=5 * 1024**3, gt=0)
+    """Largest file one PUT may store, as sent (after the client's compression); past it the upload
+    fails with 413 and nothing is stored."""
+    part_bytes: int = Field(default=8 * 1024 * 1024, ge=5 * 1024 * 1024)
+    """Encrypted bytes an upload gathers before sending them to S3 as one part of a multipart upload
+    (S3's minimum part is 5 MiB): an upload holds about this much in the API at once."""
+    idle_timeout_s: float = Field(default=60.0, gt=0)
+    """Seconds an upload may wait for the client's next bytes, and a download for the client to take
+    the next ones, before it fails; the whole transfer has no time limit."""
+    max_concurrent_transfers: int = Field(default=8, gt=0)
+    """Uploads and downloads one API process serves at once; more wait for a slot."""
+    max_list_files: int = Field(default=100_000, gt=0)
+    """Files one LIST, REMOVE or GET may name; past it the statement fails and asks for a narrower
+    path or PATTERN."""
 
 
 class EncryptionSettings(_Section):
@@ -385,10 +442,16 @@ class Settings(BaseSettings):
     """Query limits."""
     consumer: ConsumerSettings = ConsumerSettings()
     """SQS consumer."""
+    backfill: BackfillSettings = BackfillSettings()
+    """Pipes' BACKFILL_INTERVAL listings (run by the consumers)."""
+    error_notifications: ErrorNotificationSettings = ErrorNotificationSettings()
+    """Pipes' ERROR_INTEGRATION messages to SNS (sent by the consumers)."""
     pipeline: PipelineSettings = PipelineSettings()
     """Spark job."""
     encryption: EncryptionSettings = EncryptionSettings()
     """Blob encryption."""
+    stages: StageSettings = StageSettings()
+    """Internal stages' bucket and transfer limits."""
     auth: AuthSettings = AuthSettings()
     """REST and SQL authentication."""
     streaming: StreamingSettings = StreamingSettings()

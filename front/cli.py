@@ -10,11 +10,24 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
 from rich.table import Table as RichTable
 
+from floe.catalog.names import Defaults
+from floe.catalog.stage_commands import GetFiles, PutFiles, is_file_command, parse_file_command
+from floe.errors import FloeError
 from floe.runtime import private_dir, private_files
 from floe.settings import Settings
 from front.client import SqlFailed, auth_header, stream_sql
+from front.transfer import Caller, Outcome, get, put
 
 app = typer.Typer(
     help="Floe: a self-hosted Snowpipe. Declare pipes in Snowflake SQL; "
@@ -192,6 +205,19 @@ def sql(
     [MAX_BATCH_ROWS = n] [COMPRESSION = ...] AS 'https://...'; SHOW EXTERNAL FUNCTIONS, DESC
     FUNCTION f(TYPE, ...), DROP FUNCTION f(TYPE, ...); SELECT f(col) FROM t calls the remote service.
 
+    Error notifications and backfill: CREATE NOTIFICATION INTEGRATION i TYPE = QUEUE DIRECTION =
+    OUTBOUND NOTIFICATION_PROVIDER = AWS_SNS AWS_SNS_TOPIC_ARN = '...' ENABLED = TRUE (ACCOUNTADMIN),
+    ALTER | SHOW | DESC | DROP [NOTIFICATION] INTEGRATION; CREATE PIPE p ERROR_INTEGRATION = i (failed
+    files go to the SNS topic) BACKFILL_INTERVAL = '10 MINUTES' (list the stage for missed files).
+
+    Internal stages: CREATE STAGE s [FILE_FORMAT = (...)] [COMMENT = '...'] (no URL), and every
+    table's stage @%t. PUT file:///dir/*.csv @s[/path] [AUTO_COMPRESS = TRUE | FALSE] [OVERWRITE =
+    TRUE | FALSE] [PARALLEL = n] [SOURCE_COMPRESSION = ...] and GET @s[/path] file:///dir/
+    [PATTERN = '...'] [PARALLEL = n] run here, on the client, as SnowSQL runs them (alone, not with
+    other statements; see floe put --help, floe get --help). LIST @s[/path] [PATTERN = '...'] and
+    REMOVE @s[/path] [PATTERN = '...'] (LS, RM) list and delete the files of internal and external
+    stages.
+
     Access control (every statement checks the privileges Snowflake's would; README, "Access control"):
     CREATE [OR REPLACE] USER u [RSA_PUBLIC_KEY = '...'] [DEFAULT_ROLE = r], ALTER USER, DROP USER
     CREATE [OR REPLACE] ROLE r, DROP ROLE r, GRANT ROLE r TO USER u | TO ROLE r2 (and REVOKE)
@@ -204,6 +230,10 @@ def sql(
     if user is not None and private_key_file is None:
         err.print("[red]--user needs --private-key-file (the PEM key registered for that user)[/red]")
         raise typer.Exit(2)
+    transfer = _transfer_statement(settings, statement)
+    if transfer is not None:  # PUT and GET run here, on the client, as SnowSQL runs them
+        _run_transfer(transfer, Caller(settings, user, private_key_file, role), as_json)
+        return
     # Closed however printing ends, so the API stops the query of an answer left unread.
     with contextlib.closing(
         stream_sql(settings, statement, user=user, key_file=private_key_file, role=role)
@@ -213,6 +243,213 @@ def sql(
         except SqlFailed as exc:
             err.print(f"[red]{exc}[/red]")
             raise typer.Exit(1) from None
+
+
+def _transfer_statement(settings: Settings, statement: str) -> PutFiles | GetFiles | None:
+    """The PUT or GET that ``statement`` is, or None for any other statement. PUT and GET run
+    alone: mixed with other statements they are refused (exit 2)."""
+    from services.sql import statements  # the API's own split at semicolons outside strings
+
+    try:
+        texts = [t.strip() for t in statements(statement)]
+    except FloeError:
+        return None  # the API will say what is wrong with it
+    transfers = [t for t in texts if is_file_command(t) and t[:3].upper() in ("PUT", "GET")]
+    if not transfers:
+        return None
+    if len(texts) > 1:
+        err.print("[red]PUT and GET run alone: send them without other statements[/red]")
+        raise typer.Exit(2)
+    try:
+        parsed = parse_file_command(transfers[0], Defaults(settings.database, settings.schema_name))
+    except FloeError as exc:
+        err.print(f"[red]{exc.message}[/red]")
+        raise typer.Exit(1) from None
+    return parsed if isinstance(parsed, PutFiles | GetFiles) else None
+
+
+class _Bars:
+    """A rich progress bar per file being moved, and one for all of them, on stderr."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.total = progress.add_task("total", total=0)
+        self.tasks: dict[str, TaskID] = {}
+
+    def start(self, name: str, total: int) -> None:
+        self.tasks[name] = self.progress.add_task(name, total=total)
+        known = self.progress.tasks[self.total].total or 0
+        self.progress.update(self.total, total=known + total)
+
+    def advance(self, name: str, n: int) -> None:
+        self.progress.advance(self.tasks[name], n)
+        self.progress.advance(self.total, n)
+
+    def done(self, name: str) -> None:
+        task = self.tasks.pop(name, None)
+        if task is not None:
+            self.progress.remove_task(task)
+
+
+def _run_transfer(statement: PutFiles | GetFiles, caller: Caller, as_json: bool) -> None:
+    """Run a PUT or GET with a progress bar, print its rows as ``floe sql`` prints a result; exit 1
+    if a file failed (its row says why)."""
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+    )
+    try:
+        with progress:
+            bars = _Bars(progress)
+            outcome: Outcome = (
+                put(statement, caller, bars)
+                if isinstance(statement, PutFiles)
+                else get(statement, caller, bars)
+            )
+    except SqlFailed as exc:
+        err.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from None
+    answer: list[dict[str, Any]] = [
+        {"columns": outcome.columns},
+        {"rows": outcome.rows},
+        {"success": True, "stats": {}},
+    ]
+    _print(answer, as_json, profile=False)
+    if outcome.failed:
+        raise typer.Exit(1)
+
+
+_AsJson = Annotated[bool, typer.Option("--json", help="Print the rows as a JSON array of objects.")]
+_User = Annotated[
+    str | None,
+    typer.Option(
+        help="Run as this user instead of the admin (FLOE_AUTH__ADMIN_USER); needs --private-key-file."
+    ),
+]
+_KeyFile = Annotated[
+    str | None,
+    typer.Option(help="Unencrypted PEM private key whose public half is the user's RSA_PUBLIC_KEY[_2]."),
+]
+_Role = Annotated[str | None, typer.Option(help="Act as this role (it must be granted to the user).")]
+
+
+def _statement_of(verb: str, first: str, second: str, options: list[str] | None) -> str:
+    """The PUT or GET statement the command line spells (the shell took its quotes away)."""
+
+    def quoted(word: str) -> str:
+        return word if not any(c.isspace() for c in word) else "'" + word.replace("'", "''") + "'"
+
+    return " ".join([verb, quoted(first), quoted(second), *(options or [])])
+
+
+@app.command("put")
+def put_files(
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="The local files: file:///abs/dir/name.csv, or a glob in the file name such as "
+            "'file:///tmp/data/*.csv' (quote it for the shell; * and ? only in the file name). "
+            "A path without file:// is taken as one, relative to the working directory."
+        ),
+    ],
+    stage: Annotated[
+        str,
+        typer.Argument(
+            help="The internal stage and path: @my_stage, @my_stage/some/path, @db.schema.my_stage, "
+            "or a table's stage @%my_table."
+        ),
+    ],
+    options: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="PUT's options, as in SQL: AUTO_COMPRESS = TRUE | FALSE (default TRUE: gzip files "
+            "that are not compressed yet, adding .gz), OVERWRITE = TRUE | FALSE (default FALSE: a "
+            "file whose name is already on the stage is SKIPPED), PARALLEL = 1..99 (files at once, "
+            "default 4), SOURCE_COMPRESSION = AUTO_DETECT | GZIP | BZ2 | BROTLI | ZSTD | DEFLATE | "
+            "RAW_DEFLATE | NONE (default AUTO_DETECT, by extension and first bytes)."
+        ),
+    ] = None,
+    as_json: _AsJson = False,
+    user: _User = None,
+    private_key_file: _KeyFile = None,
+    role: _Role = None,
+) -> None:
+    """Upload local files to an internal stage (Snowflake's PUT), with a progress bar.
+
+    The files go through the Floe API (no S3 credentials needed), which encrypts each one under
+    Floe's key as it arrives; it needs WRITE on the stage (or OWNERSHIP of the table, for @%t).
+    Prints one row per file: source, target, source_size, target_size, source_compression,
+    target_compression, status (UPLOADED, SKIPPED, or ERROR with the reason in message), message.
+    Exit code 1 if a file failed. Files above FLOE_STAGES__MAX_FILE_BYTES (5 GiB) are refused.
+
+    Example: floe put 'file:///tmp/data/*.csv' @my_stage/2026/ OVERWRITE = TRUE PARALLEL = 8
+    """
+    _command_transfer("PUT", _file_uri(source), stage, options, as_json, user, private_key_file, role)
+
+
+@app.command("get")
+def get_files(
+    stage: Annotated[
+        str,
+        typer.Argument(help="The internal stage and path to download: @my_stage[/path] or @%my_table[/path]"),
+    ],
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="The local directory: file:///tmp/out/ (created if missing). Files land there by "
+            "their names, without the stage's folders."
+        ),
+    ],
+    options: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="GET's options, as in SQL: PATTERN = '<regex>' (RE2, matched against the whole name "
+            "LIST shows, such as my_stage/a/b.csv.gz; quote it for the shell), PARALLEL = 1..99 "
+            "(files at once, default 10)."
+        ),
+    ] = None,
+    as_json: _AsJson = False,
+    user: _User = None,
+    private_key_file: _KeyFile = None,
+    role: _Role = None,
+) -> None:
+    """Download the files of an internal stage (Snowflake's GET), decrypted, with a progress bar.
+
+    Needs READ on the stage (or OWNERSHIP of the table, for @%t). Each file is written whole or
+    not at all. Prints one row per file: file, size, status (DOWNLOADED, or ERROR with the reason in
+    message), message. Two files of one name in different folders are refused, as in Snowflake.
+
+    Example: floe get @my_stage/2026/ file:///tmp/out/ "PATTERN = '.*[.]csv[.]gz'"
+    """
+    _command_transfer("GET", stage, _file_uri(target), options, as_json, user, private_key_file, role)
+
+
+def _file_uri(word: str) -> str:
+    return word if word.lower().startswith("file://") else "file://" + word
+
+
+def _command_transfer(
+    verb: str,
+    first: str,
+    second: str,
+    options: list[str] | None,
+    as_json: bool,
+    user: str | None,
+    private_key_file: str | None,
+    role: str | None,
+) -> None:
+    settings = Settings()
+    if user is not None and private_key_file is None:
+        err.print("[red]--user needs --private-key-file (the PEM key registered for that user)[/red]")
+        raise typer.Exit(2)
+    statement = _transfer_statement(settings, _statement_of(verb, first, second, options))
+    assert statement is not None  # the text starts with PUT or GET
+    _run_transfer(statement, Caller(settings, user, private_key_file, role), as_json)
 
 
 @app.command()

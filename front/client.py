@@ -7,9 +7,9 @@ import json
 import ssl
 import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import httpx
 
@@ -198,3 +198,113 @@ def stream_sql(
 def records(body: dict[str, Any]) -> list[dict[str, Any]]:
     """Rows of an answer as objects keyed by upper-case column name."""
     return [dict(zip(body["columns"], row, strict=True)) for row in body["rows"]]
+
+
+# ------------------------------------------------------------------ internal stages' transfers
+
+STAGE_ROUTES = "/api/v1/stages"
+"""The API's transfer routes behind PUT and GET (``services.stages``)."""
+UPLOAD_ROUTE = f"{STAGE_ROUTES}/files"
+"""PUT (upload) and GET (download) of one file."""
+
+
+def _stage_client(settings: Settings, timeout: float) -> httpx.Client:
+    """An HTTP client for the transfer routes, verifying the API as ``run_sql`` does."""
+    try:
+        context = client_ssl_context(settings)
+    except TlsError as exc:
+        raise StatementRejected(exc.message) from None
+    # Each wait for bytes is bounded, not the transfer: a large file may take long.
+    return httpx.Client(base_url=api_base_url(settings), verify=context or True, timeout=timeout)
+
+
+def _stage_params(location: str, role: str | None, **extra: str | None) -> dict[str, str]:
+    params = {"location": location, **{k: v for k, v in extra.items() if v is not None}}
+    if role is not None:
+        params["role"] = role
+    return params
+
+
+def list_stage(
+    settings: Settings,
+    location: str,
+    pattern: str | None = None,
+    *,
+    user: str | None = None,
+    key_file: str | None = None,
+    role: str | None = None,
+    timeout: float = 120.0,
+) -> list[dict[str, Any]]:
+    """The files on an internal stage location (``@s/path``, ``@%t``) that GET would download:
+    each with name, path (in the stage), size, md5 and last_modified."""
+    url = f"{api_base_url(settings)}{STAGE_ROUTES}/list"
+    with _reaching(url), _stage_client(settings, timeout) as http:
+        resp = http.get(
+            f"{STAGE_ROUTES}/list",
+            params=_stage_params(location, role, pattern=pattern),
+            headers=auth_header(settings, user, key_file),
+        )
+    return list(_json_answer(resp)["files"])
+
+
+def upload_file(
+    settings: Settings,
+    location: str,
+    name: str,
+    content: bytes | Iterator[bytes],
+    *,
+    overwrite: bool = False,
+    user: str | None = None,
+    key_file: str | None = None,
+    role: str | None = None,
+    timeout: float = 120.0,
+) -> dict[str, Any]:
+    """Store ``content`` (the bytes, or an iterator of pieces streamed as they come) as file
+    ``name`` on an internal stage location; the answer: status UPLOADED or SKIPPED, and for an
+    upload the stored size and md5."""
+    url = f"{api_base_url(settings)}{UPLOAD_ROUTE}"
+    with _reaching(url), _stage_client(settings, timeout) as http:
+        resp = http.put(
+            UPLOAD_ROUTE,
+            params=_stage_params(location, role, name=name, overwrite="true" if overwrite else "false"),
+            headers={**auth_header(settings, user, key_file), "Content-Type": "application/octet-stream"},
+            content=content,
+        )
+    return _json_answer(resp)
+
+
+def download_file(
+    settings: Settings,
+    location: str,
+    path: str,
+    into: BinaryIO,
+    *,
+    progress: Callable[[int], None] | None = None,
+    user: str | None = None,
+    key_file: str | None = None,
+    role: str | None = None,
+    timeout: float = 120.0,
+) -> int:
+    """Write the decrypted file ``path`` of an internal stage into ``into``; its size. An answer
+    cut short (the API stopped, or the file failed to decrypt midway) raises SqlFailed."""
+    url = f"{api_base_url(settings)}{UPLOAD_ROUTE}"
+    written = 0
+    with (
+        _reaching(url),
+        _stage_client(settings, timeout) as http,
+        http.stream(
+            "GET",
+            UPLOAD_ROUTE,
+            params=_stage_params(location, role, path=path),
+            headers=auth_header(settings, user, key_file),
+        ) as resp,
+    ):
+        if resp.status_code != 200:
+            resp.read()
+            _json_answer(resp)
+        for piece in resp.iter_bytes(1 << 20):
+            into.write(piece)
+            written += len(piece)
+            if progress is not None:
+                progress(len(piece))
+    return written

@@ -299,7 +299,7 @@ def _localstack_part(settings: Settings) -> Part:
             # Loopback only: the stack is for one developer machine, never a shared network.
             "GATEWAY_LISTEN": f"127.0.0.1:{port}",
             "GATEWAY_SERVER": "hypercorn",
-            "SERVICES": "s3,sqs",
+            "SERVICES": "s3,sqs,sns",
             "EAGER_SERVICE_LOADING": "1",
             "DNS_ADDRESS": "0",
             "SKIP_SSL_CERT_DOWNLOAD": "1",

@@ -1,9 +1,16 @@
 """Record-aligned chunks of a large staged file, read as a stream.
 
 A staged CSV file above ``pipeline.stream_file_bytes`` is not read whole: its bytes flow from S3
-through a streaming decompressor and are cut into parts of about ``pipeline.chunk_bytes`` that end
-on a record boundary, so each part parses on its own and memory stays bounded by the part size,
+through a streaming decompressor, are converted to UTF-8 (ENCODING), and are cut into parts of
+about ``pipeline.chunk_bytes`` that end on a record boundary (after a RECORD_DELIMITER outside
+quotes and not escaped), so each part parses on its own and memory stays bounded by the part size,
 not the file size.
+
+Conversion to UTF-8 (``to_utf8`` for bytes in memory, ``transcoded`` for a stream) marks what does
+not decode: each byte of an invalid sequence becomes two noncharacters, U+FDD0 + its high nibble
+then U+FDE0 + its low one (``INVALID_MARK``), so the CSV reader can make its record an error that
+quotes the bytes, while every delimiter search stays on valid UTF-8. With
+REPLACE_INVALID_CHARACTERS each invalid sequence becomes U+FFFD instead.
 
 The decompressors here also serve whole-file reads (``pipeline.formats``): every one of them
 returns at most what it is asked for per read, so a decompression bomb is stopped at a bound
@@ -14,7 +21,9 @@ after inflating only that much.
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
+import re
 import zlib
 from collections.abc import Iterator
 from typing import Protocol
@@ -22,6 +31,8 @@ from typing import Protocol
 import numpy as np
 import pyarrow as pa
 
+from floe.catalog.ddl import CSV_ENCODINGS
+from floe.catalog.models import FileFormat
 from floe.errors import FileLoadError, TransientError
 
 _MAGIC = {b"\x1f\x8b": "GZIP", b"BZh": "BZ2", b"\x28\xb5\x2f\xfd": "ZSTD"}
@@ -35,8 +46,9 @@ _INPUT_BLOCK = 1 << 20
 """Compressed bytes fed to a zlib decompressor at a time."""
 
 _GROWTH_LIMIT = 4
-"""A part grows to this many chunk sizes looking for a boundary outside quotes, then takes the
-last newline (a stray quote in an unquoted field would otherwise keep every newline 'inside').
+"""A part grows to this many chunk sizes looking for a boundary outside quotes and escapes, then
+takes the last record delimiter (a stray quote in an unquoted field would otherwise keep every
+newline 'inside').
 The price: a quoted value with newlines longer than that (128 MiB by default) is cut in two."""
 
 
@@ -246,42 +258,191 @@ def read_bounded(stream: Readable, limit: int, block: int = 8 << 20) -> bytes | 
         blocks.append(data)
 
 
-def record_end(buf: bytes, quote: str | None) -> int:
-    """Offset just past the last newline of ``buf`` that ends a record, or -1 if none does.
+# ---------------------------------------------------------------------------------------------
+# ENCODING: any of Snowflake's character sets to UTF-8, invalid sequences marked or replaced
 
-    ``buf`` starts on a record boundary. With a quote character, a newline ends a record only
-    outside quotes: after an even number of quote characters (a doubled quote inside a quoted
-    field counts twice, so it keeps the parity).
+MARK_HIGH = 0xFDD0
+"""First of the two noncharacters that stand for one byte that did not decode: MARK_HIGH + the
+byte's high nibble, then MARK_LOW + its low nibble."""
+MARK_LOW = 0xFDE0
+INVALID_MARK = re.compile("[\ufdd0-\ufddf][\ufde0-\ufdef]")
+"""One marked byte in converted text (noncharacters are for internal use: a file that holds this
+very pair is read as if it held an invalid byte)."""
+_MARK_ERRORS = "floe-mark-invalid"
+
+
+def _mark_invalid(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    bad = exc.object[exc.start : exc.end]
+    return "".join(chr(MARK_HIGH + (b >> 4)) + chr(MARK_LOW + (b & 15)) for b in bad), exc.end
+
+
+codecs.register_error(_MARK_ERRORS, _mark_invalid)
+
+
+def _errors(fmt: FileFormat) -> str:
+    return "replace" if fmt.replace_invalid_characters else _MARK_ERRORS
+
+
+def codec_of(fmt: FileFormat, head: bytes) -> str:
+    """The Python codec for a file's ENCODING; ``head``, its first bytes, picks the byte order of
+    UTF16 and UTF32 from a byte-order mark (big-endian without one, as Unicode says). The mark
+    itself decodes to U+FEFF, which SKIP_BYTE_ORDER_MARK then drops or keeps."""
+    name = (fmt.encoding or "UTF8").upper()
+    codec = CSV_ENCODINGS.get(name)
+    if codec is None:
+        raise FileLoadError(f"ENCODING = '{fmt.encoding}' is not supported")
+    if codec == "utf-16":
+        return "utf-16-le" if head.startswith(b"\xff\xfe") else "utf-16-be"
+    if codec == "utf-32":
+        return "utf-32-le" if head.startswith(b"\xff\xfe\x00\x00") else "utf-32-be"
+    return codec
+
+
+def to_utf8(body: bytes, fmt: FileFormat) -> bytes:
+    """``body``, in ``fmt``'s ENCODING, as valid UTF-8 (the same object when it already is)."""
+    codec = codec_of(fmt, body[:4])
+    if codec == "utf-8":
+        try:
+            body.decode("utf-8")
+            return body
+        except UnicodeDecodeError:
+            pass
+    return body.decode(codec, _errors(fmt)).encode("utf-8")
+
+
+class _Transcoding:
+    """A stream in some ENCODING read as UTF-8, never more than asked per read."""
+
+    def __init__(self, inner: Readable, fmt: FileFormat) -> None:
+        self._inner = inner
+        self._fmt = fmt
+        self._decoder: codecs.IncrementalDecoder | None = None
+        self._out = b""
+        self._done = False
+
+    def read(self, n: int = -1, /) -> bytes:
+        if n < 0:
+            n = 1 << 20
+        while not self._out and not self._done:
+            block = self._inner.read(max(n, 4))
+            if self._decoder is None:
+                while 0 < len(block) < 4 and (more := self._inner.read(4 - len(block))):
+                    block += more  # a UTF-16/32 byte-order mark needs the first four bytes
+                codec = codec_of(self._fmt, block)
+                self._decoder = codecs.getincrementaldecoder(codec)(_errors(self._fmt))
+            self._done = not block
+            self._out = self._decoder.decode(block, final=self._done).encode("utf-8")
+        out, self._out = self._out[:n], self._out[n:]
+        return out
+
+
+def transcoded(stream: Readable, fmt: FileFormat) -> Readable:
+    """``stream`` converted from ``fmt``'s ENCODING to UTF-8 (itself when it is UTF-8: the CSV reader
+    checks each part)."""
+    if (fmt.encoding or "UTF8").upper() == "UTF8":
+        return stream
+    return _Transcoding(stream, fmt)
+
+
+# ---------------------------------------------------------------------------------------------
+# Record boundaries
+
+
+def _token_positions(buf: bytes, data: np.ndarray, token: bytes) -> np.ndarray:
+    """Start offsets of ``token`` in ``buf``, left to right without overlap."""
+    if len(token) == 1:
+        return np.flatnonzero(data == token[0])
+    found: list[int] = []
+    at = buf.find(token)
+    while at >= 0:
+        found.append(at)
+        at = buf.find(token, at + len(token))
+    return np.array(found, dtype=np.int64)
+
+
+def _escaped(positions: np.ndarray, escapes: np.ndarray, width: int) -> np.ndarray:
+    """Which ``positions`` follow an odd run of escape tokens (``escapes``: their offsets, sorted;
+    ``width``: their length), that is, are escaped."""
+    if not len(escapes) or not len(positions):
+        return np.zeros(len(positions), dtype=bool)
+    new_run = np.ones(len(escapes), dtype=bool)
+    new_run[1:] = escapes[1:] != escapes[:-1] + width
+    run_start = np.maximum.accumulate(np.where(new_run, np.arange(len(escapes)), 0))
+    before = positions - width
+    idx = np.minimum(np.searchsorted(escapes, before), len(escapes) - 1)
+    adjacent = escapes[idx] == before
+    escaped: np.ndarray = adjacent & ((idx - run_start[idx]) % 2 == 0)
+    return escaped
+
+
+def _boundary_token(fmt: FileFormat) -> bytes:
+    """The bytes that end a record: the RECORD_DELIMITER (LF for the logical newline, which also
+    ends CR LF), empty for NONE."""
+    delimiter = fmt.record_delimiter
+    return b"\n" if delimiter == "\n" else delimiter.encode("utf-8")
+
+
+def record_end(buf: bytes, fmt: FileFormat) -> int:
+    """Offset just past the last record delimiter of ``buf`` that ends a record, or -1 if none does.
+
+    ``buf`` starts on a record boundary. A delimiter ends a record unless ESCAPE_UNENCLOSED_FIELD
+    escapes it (an odd run of escapes right before it) or it is inside quotes (after an odd number
+    of quote characters that ESCAPE does not escape; a doubled quote counts twice, so it keeps the
+    parity). RECORD_DELIMITER = NONE has no boundary: the file is one record.
     """
-    if quote is None:
-        return buf.rfind(b"\n") + 1 or -1
-    data = np.frombuffer(buf, dtype=np.uint8)
-    newlines = np.flatnonzero(data == 10)
-    if not len(newlines):
+    token = _boundary_token(fmt)
+    if not token:
         return -1
-    quotes = np.flatnonzero(data == ord(quote))
-    if len(quotes):
-        outside = np.searchsorted(quotes, newlines) % 2 == 0
-        newlines = newlines[outside]
-        if not len(newlines):
-            return -1
-    return int(newlines[-1]) + 1
+    data = np.frombuffer(buf, dtype=np.uint8)
+    starts = _token_positions(buf, data, token)
+    if not len(starts):
+        return -1
+    unenclosed_escape = fmt.escape_unenclosed_field
+    if unenclosed_escape:
+        escape = unenclosed_escape.encode("utf-8")
+        if escape in buf:
+            starts = starts[~_escaped(starts, _token_positions(buf, data, escape), len(escape))]
+    quote = fmt.field_optionally_enclosed_by
+    if quote is not None and len(starts):
+        q = quote.encode("utf-8")
+        quotes = _token_positions(buf, data, q)
+        escape_char = fmt.escape
+        if escape_char and escape_char != quote and escape_char.encode("utf-8") in buf:
+            e = escape_char.encode("utf-8")
+            quotes = quotes[~_escaped(quotes, _token_positions(buf, data, e), len(e))]
+        if len(quotes):
+            starts = starts[np.searchsorted(quotes, starts) % 2 == 0]
+    if not len(starts):
+        return -1
+    return int(starts[-1]) + len(token)
+
+
+def _last_delimiter(buf: bytes, fmt: FileFormat) -> int:
+    """Offset just past the last record delimiter of ``buf``, quotes and escapes aside; -1 if none."""
+    token = _boundary_token(fmt)
+    at = buf.rfind(token) if token else -1
+    return at + len(token) if at >= 0 else -1
 
 
 def record_chunks(
     stream: Readable,
     chunk_bytes: int,
-    quote: str | None,
+    fmt: FileFormat,
     *,
     max_part_bytes: int | None = None,
     path: str = "",
 ) -> Iterator[bytes]:
-    """The stream's bytes in parts of about ``chunk_bytes``, each ending on a record boundary.
+    """The stream's content as UTF-8 (``transcoded``) in parts of about ``chunk_bytes``, each
+    ending on a record boundary (``record_end``).
 
     A part is larger only when one record is: it grows until a boundary turns up, but not past
-    ``max_part_bytes`` (PartTooLarge): a file without newlines would otherwise be read into memory
-    whole, however large it inflates.
+    ``max_part_bytes`` (PartTooLarge): a file without record delimiters would otherwise be read
+    into memory whole, however large it inflates.
     """
+    stream = transcoded(stream, fmt)
+    guarded = fmt.field_optionally_enclosed_by is not None or bool(fmt.escape_unenclosed_field)
     ceiling = max_part_bytes + 1 if max_part_bytes is not None else None
     carry = b""
     target = chunk_bytes if ceiling is None else min(chunk_bytes, ceiling)
@@ -302,9 +463,9 @@ def record_chunks(
             if buf:
                 yield buf
             return
-        cut = record_end(buf, quote)
-        if cut < 0 and quote is not None and len(buf) >= _GROWTH_LIMIT * chunk_bytes:
-            cut = record_end(buf, None)
+        cut = record_end(buf, fmt)
+        if cut < 0 and guarded and len(buf) >= _GROWTH_LIMIT * chunk_bytes:
+            cut = _last_delimiter(buf, fmt)
         if cut < 0 and ceiling is not None and len(buf) >= ceiling:
             assert max_part_bytes is not None
             raise PartTooLarge(path, max_part_bytes, record=True)

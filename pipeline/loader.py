@@ -8,6 +8,7 @@ files from S3 and writes the blobs to S3.
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import logging
@@ -35,6 +36,7 @@ from floe.keys import Keys, RedisClient, one_slot
 from floe.records import LoadOutcome, LoadTask, RowAppend, encode_results
 from floe.runtime import Faults, setup_logging
 from floe.settings import Settings
+from floe.stage_crypto import StageFileError, plain_size, stage_cipher
 from floe.types import arrow_schema
 from pipeline.chunks import (
     STREAMABLE_COMPRESSION,
@@ -45,7 +47,15 @@ from pipeline.chunks import (
     record_chunks,
 )
 from pipeline.formats import FileParseError, read_checked_lines, read_csv_part, read_raw
-from pipeline.transform import CompiledCopy, FileCopy, apply_copy, compile_copy, failed_file, new_connection
+from pipeline.transform import (
+    CompiledCopy,
+    FileCopy,
+    FileInfo,
+    apply_copy,
+    compile_copy,
+    failed_file,
+    new_connection,
+)
 from pipeline.transform.remote_calls import RemoteCalls
 
 log = logging.getLogger("floe.pipeline.loader")
@@ -84,6 +94,8 @@ class _Worker:
         self.source_json = ctx.settings_json
         self.fs = pafs.S3FileSystem(**pyarrow_s3_kwargs(self.settings.aws))
         self.crypto: BlobCrypto = crypto_from_settings(self.settings.encryption.master_key_id, ctx.master_key)
+        self.stage_cipher = stage_cipher(self.settings.encryption.master_key_id, ctx.master_key)
+        """Opens internal stages' files (in ``stages.bucket``), which PUT sealed."""
         self.con = new_connection(memory_limit=self.settings.pipeline.duckdb_memory_limit)
         self.compiled: dict[str, tuple[str, CompiledCopy]] = {}
         self.batch = ctx
@@ -103,10 +115,20 @@ class _Worker:
 
     def get_object(self, bucket: str, key: str) -> Any:
         """An object's GetObject response through boto3; FileNotFoundError if there is none."""
+        return self._boto("get_object", bucket, key)
+
+    def file_info(self, bucket: str, key: str) -> FileInfo:
+        """A staged object's ETag and last-modified time (one HEAD), for the COPYs that read them."""
+        head = self._boto("head_object", bucket, key)
+        modified = head["LastModified"].astimezone(dt.UTC).replace(tzinfo=None)
+        return FileInfo(content_key=str(head["ETag"]).strip('"'), last_modified=modified.isoformat())
+
+    def _boto(self, call: str, bucket: str, key: str) -> Any:
+        """An S3 call on one object through boto3; FileNotFoundError if there is no such object."""
         if self._s3 is None:
             self._s3 = aws_client(self.settings.aws, "s3")
         try:
-            return self._s3.get_object(Bucket=bucket, Key=key)
+            return getattr(self._s3, call)(Bucket=bucket, Key=key)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
                 raise FileNotFoundError(f"s3://{bucket}/{key}") from exc
@@ -231,7 +253,9 @@ def fetch_file(w: _Worker, pipe: Pipe, path: str, *, stream: bool = True) -> byt
         else:
             data = _read(w, pipe.bucket, key, whole_limit)
             if isinstance(data, Streamed):  # its stored bytes alone are over the bound
-                kind = {"JSON": "JSON", "PARQUET": "Parquet"}.get(pipe.copy_spec.file_format.type.upper(), "")
+                kind = {"JSON": "JSON", "PARQUET": "Parquet", "AVRO": "Avro", "ORC": "ORC"}.get(
+                    pipe.copy_spec.file_format.type.upper(), ""
+                )
                 message = PartTooLarge(path, whole_limit, record=False, kind=kind).message
                 return LoadOutcome.stopped(path, message, system=False, size=data.size)
         w.faults.hit("pipeline.reading")
@@ -242,6 +266,8 @@ def fetch_file(w: _Worker, pipe: Pipe, path: str, *, stream: bool = True) -> byt
         return data
     except FileNotFoundError:
         return LoadOutcome.stopped(path, _not_found(location), system=True)
+    except StageFileError as exc:  # an internal stage's file that does not decrypt: replays would not help
+        return LoadOutcome.stopped(path, exc.message, system=False)
     except OSError as exc:
         if object_gone(exc):
             return LoadOutcome.stopped(path, _not_found(location), system=True)
@@ -273,12 +299,23 @@ def transform_file(
             raw = read_checked_lines(data, fmt, path)
         else:
             raw = read_raw(data, fmt, path=path, max_bytes=w.settings.pipeline.max_part_bytes)
-        rows, result = apply_copy(compiled, raw, filename=path, con=w.con, remote=w.remote_for(pipe))
+        info = None
+        if compiled.file_info and not checked_lines:
+            info = w.file_info(pipe.bucket, pipe.object_key(path))
+        rows, result = apply_copy(
+            compiled,
+            raw,
+            filename=path,
+            con=w.con,
+            remote=w.remote_for(pipe),
+            info=info,
+            max_errors=w.settings.pipeline.max_errors_per_file,
+        )
     except FileLoadError as exc:
         if streamable and isinstance(exc, PartTooLarge):
             raise
         if compiled is None:
-            return None, LoadOutcome.stopped(path, exc.message, system=False, size=len(data))
+            return None, LoadOutcome.stopped(path, exc.message, system=False, size=len(data), trouble="pipe")
         return None, failed_file(compiled, exc, path).sized(len(data))
     except MemoryError:
         raise  # may pass on a retry with more room: the batch is replayed
@@ -288,7 +325,8 @@ def transform_file(
         # fails alone, and says why.
         log.exception("unexpected error loading s3://%s", location, extra={"pipe": pipe.name, "file": path})
         message = f"Internal error while loading the file: {type(exc).__name__}: {exc}"
-        return None, LoadOutcome.stopped(path, message[:1000], system=True, size=len(data))
+        failed = LoadOutcome.stopped(path, message[:1000], system=True, size=len(data), trouble="internal")
+        return None, failed
     outcome = result.sized(len(data))
     if outcome.status == "LOAD_FAILED" or rows.num_rows == 0:
         return None, outcome
@@ -310,9 +348,9 @@ def _read(w: _Worker, bucket: str, key: str, limit: int | None = None) -> bytes 
         with w.fs.open_input_file(f"{bucket}/{key}") as f:
             size = f.size()
             if limit is not None and size > limit:
-                return Streamed(size)
+                return _streamed(w, bucket, size)
             data: bytes = f.readall()
-            return data
+            return _opened(w, bucket, key, data)
     except pa.ArrowInvalid:
         # pyarrow refuses keys it cannot express as a path (an empty component, as in 'a//b.csv'),
         # which S3 allows; without this, such a key would fail its batch on every replay.
@@ -320,8 +358,21 @@ def _read(w: _Worker, bucket: str, key: str, limit: int | None = None) -> bytes 
         size = int(response["ContentLength"])
         if limit is not None and size > limit:
             response["Body"].close()
-            return Streamed(size)
-        return bytes(response["Body"].read())
+            return _streamed(w, bucket, size)
+        return _opened(w, bucket, key, bytes(response["Body"].read()))
+
+
+def _streamed(w: _Worker, bucket: str, stored: int) -> Streamed:
+    """A file to stream, with the size it has as its stage shows it (an internal stage's file as PUT)."""
+    return Streamed(plain_size(stored) if bucket == w.settings.stages.bucket else stored)
+
+
+def _opened(w: _Worker, bucket: str, key: str, data: bytes) -> bytes:
+    """A staged object's content: an internal stage's file decrypted (StageFileError if it does
+    not open under its key), any other as stored."""
+    if bucket != w.settings.stages.bucket:
+        return data
+    return w.stage_cipher.open(data, key)
 
 
 @contextmanager
@@ -335,6 +386,12 @@ def _open_stream(w: _Worker, bucket: str, key: str, data: bytes | None = None) -
         stream: Any = w.fs.open_input_stream(f"{bucket}/{key}", buffer_size=8 << 20)
     except pa.ArrowInvalid:
         stream = w.get_object(bucket, key)["Body"]
+    if bucket == w.settings.stages.bucket:  # decrypted a segment at a time, as it is parsed
+        try:
+            stream = w.stage_cipher.reader(stream, key)
+        except BaseException:
+            stream.close()
+            raise
     try:
         yield stream
     finally:
@@ -372,7 +429,10 @@ def stream_file(
     parts = 0
     try:
         compiled = w.compiled_for(pipe, table)
-        copy = FileCopy(compiled, path, w.remote_for(pipe))
+        info = w.file_info(pipe.bucket, key) if compiled.file_info else None
+        copy = FileCopy(
+            compiled, path, w.remote_for(pipe), info, max_errors=w.settings.pipeline.max_errors_per_file
+        )
         schema = arrow_schema(table)
         width: int | None = None
         rows_before = lines_before = 0
@@ -382,7 +442,7 @@ def stream_file(
             chunks = record_chunks(
                 body,
                 limits.chunk_bytes,
-                fmt.field_optionally_enclosed_by,
+                fmt,
                 max_part_bytes=limits.max_part_bytes,
                 path=path,
             )
@@ -397,7 +457,7 @@ def stream_file(
                 raw.row_offset, raw.line_offset = rows_before, lines_before
                 rows = copy.add(raw, w.con)
                 rows_before += raw.rows_parsed
-                lines_before += chunk.count(b"\n")
+                lines_before += raw.lines
                 parts += 1
                 del raw, chunk
                 if rows.num_rows and not copy.doomed:
@@ -411,7 +471,7 @@ def stream_file(
         outcome = LoadOutcome.stopped(path, _not_found(location), system=True, size=size)
     except FileLoadError as exc:
         if compiled is None:
-            outcome = LoadOutcome.stopped(path, exc.message, system=False, size=size)
+            outcome = LoadOutcome.stopped(path, exc.message, system=False, size=size, trouble="pipe")
         else:
             outcome = failed_file(compiled, exc, path).sized(size)
     except (MemoryError, TransportError):
@@ -425,7 +485,7 @@ def stream_file(
     except Exception as exc:
         log.exception("unexpected error loading s3://%s", location, extra=extra)
         message = f"Internal error while loading the file: {type(exc).__name__}: {exc}"
-        outcome = LoadOutcome.stopped(path, message[:1000], system=True, size=size)
+        outcome = LoadOutcome.stopped(path, message[:1000], system=True, size=size, trouble="internal")
     if outcome.status == "LOAD_FAILED":
         _delete_blobs(w, blobs)
         blobs = []
@@ -551,7 +611,8 @@ def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> I
     for (pipe_id, part), tasks in sorted(groups.items()):
         if (reason := ctx.refused.get(pipe_id)) is not None:
             yield encode_results(
-                pipe_id, [LoadOutcome.stopped(t.path, reason, system=False).of_task(t) for t in tasks]
+                pipe_id,
+                [LoadOutcome.stopped(t.path, reason, system=False, trouble="pipe").of_task(t) for t in tasks],
             )
             continue
         pipe = Pipe.model_validate_json(ctx.pipes[pipe_id])

@@ -21,7 +21,7 @@ from floe.catalog import Catalog, Table
 from floe.catalog.ddl import Defaults, qualify
 from floe.keys import Keys
 from floe.settings import Settings
-from floe.types import arrow_schema
+from floe.types import arrow_schema, conform
 
 
 def blob_names(settings: Settings, table: Table) -> list[str]:
@@ -42,7 +42,10 @@ def read_table(
     name = str(qualify(table_name, Defaults(settings.database, settings.schema_name)))
     with closing(settings.redis.client()) as client:
         table = Catalog(client, Keys(settings.redis.prefix)).get(Table, name)
-    schema = arrow_schema(table)
+    # A TIMESTAMP_TZ column as its instant (Spark's timestamps have no per-value offset), a TIME as
+    # its text (HH:MM:SS.ffffff: Spark's Arrow exchange has no time of day).
+    columns = arrow_schema(table, offsets=False)
+    schema = pa.schema([f.with_type(pa.string()) if pa.types.is_time(f.type) else f for f in columns])
     names = blob_names(settings, table)
     settings_json = settings.worker_json()
     key = settings.encryption.resolve_master_key()
@@ -54,8 +57,8 @@ def read_table(
         crypto = crypto_from_settings(s.encryption.master_key_id, key)
         for batch in batches:
             for name in batch.column("name").to_pylist():
-                data = read_blob(fs, f"{s.pipeline.tables_bucket}/{name}", crypto, name=name).cast(schema)
-                yield from data.to_batches()
+                data = read_blob(fs, f"{s.pipeline.tables_bucket}/{name}", crypto, name=name)
+                yield from conform(data, schema).to_batches()
 
     names_df = spark.createDataFrame([(n_,) for n_ in names], "name string").repartition(n)
     spark_schema = _spark_ddl(schema)
@@ -77,6 +80,8 @@ def _spark_ddl(schema: pa.Schema) -> str:
             return "date"
         if pa.types.is_timestamp(t):
             return "timestamp" if cast(Any, t).tz else "timestamp_ntz"
+        if pa.types.is_binary(t):
+            return "binary"
         return "string"
 
     return ", ".join(f"`{f.name}` {spark_type(f.type)}" for f in schema)

@@ -1,9 +1,11 @@
 """The registrar: the only writer of table manifests and terminal load history.
 
 A pipe's share of a micro-batch commits in one Lua script keyed by (pipe, query id, batch id):
-the blobs join the manifest, the files' states turn terminal, their queue entries are deleted and
-a batch marker is set, all at once. Replaying the batch finds the marker and changes nothing, so a
-crash anywhere around the commit neither loses nor doubles a file. A pipe incarnation that DROP or
+the blobs join the manifest, the files' states turn terminal, their errors are stored (or a
+stale detail deleted), their queue entries are deleted, the pipe's status (last ingested file,
+last pipe error and fault) is updated and a batch marker is set, all at once. Replaying the
+batch finds the marker and changes nothing, so a crash anywhere around the commit neither loses
+nor doubles a file, nor its errors. A pipe incarnation that DROP or
 CREATE OR REPLACE retired commits nothing: its queued files went to its successor (if any) when it
 was retired, and the same script decides which of the two happened first.
 """
@@ -15,14 +17,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from floe.history import FileState
+from floe.history import FileState, errors_json
 from floe.keys import Keys, RedisClient, one_slot
 
 # KEYS: 1 marker, 2 blobs hash, 3 status hash, 4 events stream, 5 queue stream, 6 retired flag, then
-# one file key per file.
-# ARGV: 1 ttl s, 2 now ms, 3 n blobs, then blob name/json pairs, then per file: path, state json, stream id.
+# one file key per file, then one errors key per file (in the same order).
+# ARGV: 1 ttl s, 2 now ms, 3 n blobs, then blob name/json pairs, then per file: path, state json,
+# stream id, errors json ('' for none), kind (_LOADED, _FAILED, _PIPE_ERROR or _FAULT), and the
+# message of a pipe error or fault ('' otherwise).
 # Returns 1 committed, 0 committed before (a replay), -1 the pipe incarnation is retired.
-_COMMIT = """
+_LOADED, _FAILED, _PIPE_ERROR, _FAULT = "L", "F", "P", "I"
+_COMMIT = f"""
 if redis.call('EXISTS', KEYS[6]) == 1 then return -1 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local ttl = tonumber(ARGV[1])
@@ -33,21 +38,43 @@ for _ = 1, nblobs do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
   i = i + 2
 end
-local last_path = nil
-for k = 7, #KEYS do
-  local path, state, sid = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  redis.call('SET', KEYS[k], state, 'EX', ttl)
+local nfiles = (#KEYS - 6) / 2
+local last_path, pipe_error, fault = nil, nil, nil
+for f = 1, nfiles do
+  local path, state, sid, errors, kind = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  redis.call('SET', KEYS[6 + f], state, 'EX', ttl)
+  if errors == '' then
+    redis.call('DEL', KEYS[6 + nfiles + f])
+  else
+    redis.call('SET', KEYS[6 + nfiles + f], errors, 'EX', ttl)
+  end
   redis.call('XADD', KEYS[4], 'MAXLEN', '~', 10000, '*', 'path', path, 'time', now)
   if sid ~= '' then redis.call('XDEL', KEYS[5], sid) end
-  last_path = path
-  i = i + 3
+  if kind == '{_LOADED}' then last_path = path end
+  if kind == '{_PIPE_ERROR}' then pipe_error = ARGV[i + 5] end
+  if kind == '{_FAULT}' then fault = ARGV[i + 5] end
+  i = i + 6
 end
 if last_path then
   redis.call('HSET', KEYS[3], 'lastIngestedTimestamp', now, 'lastIngestedFilePath', last_path)
 end
+if pipe_error then
+  redis.call('HSET', KEYS[3], 'error', pipe_error, 'lastPipeErrorTimestamp', now)
+elseif last_path then
+  redis.call('HDEL', KEYS[3], 'error')
+end
+if fault then redis.call('HSET', KEYS[3], 'fault', fault, 'lastPipeFaultTimestamp', now) end
 redis.call('SET', KEYS[1], now, 'EX', ttl)
 return 1
 """
+
+
+def _kind(state: FileState) -> str:
+    """How a committed file counts in the pipe's status: loaded (its last ingested file), failed
+    for its own sake, or failed for its pipe's (``error``) or for Floe's (``fault``)."""
+    if state.status in ("LOADED", "PARTIALLY_LOADED"):
+        return _LOADED
+    return {"pipe": _PIPE_ERROR, "internal": _FAULT}.get(state.trouble or "", _FAILED)
 
 
 @dataclass
@@ -100,7 +127,10 @@ class Registrar:
             args += [blob["name"], json.dumps(blob)]
         for state, sid in c.files:
             keys.append(k.file(c.pipe_id, state.path))
-            args += [state.path, state.model_dump_json(), sid]
+            kind = _kind(state)
+            message = (state.first_error or "") if kind in (_PIPE_ERROR, _FAULT) else ""
+            args += [state.path, state.model_dump_json(), sid, errors_json(state.errors), kind, message]
+        keys += [k.file_errors(c.pipe_id, state.path) for state, _ in c.files]
         one_slot(keys, "commit script")
         return Outcome(int(cast(int, self._script(keys=keys, args=args))))
 

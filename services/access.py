@@ -30,6 +30,8 @@ from floe.catalog import (
     CatalogObject,
     Database,
     ExternalFunction,
+    NamedFileFormat,
+    NotificationIntegration,
     Pipe,
     Role,
     Schema,
@@ -48,16 +50,23 @@ MODELS: dict[str, tuple[type[CatalogObject], ...]] = {
     "SCHEMA": (Schema,),
     "TABLE": (Table,),
     "STAGE": (Stage,),
+    "FILE_FORMAT": (NamedFileFormat,),
     "PIPE": (Pipe,),
-    # Storage and API integrations share one namespace (as in Snowflake): a name is one or the other.
-    "INTEGRATION": (StorageIntegration, ApiIntegration),
+    # Storage, API and notification integrations share one namespace (as in Snowflake): a name is
+    # one of them.
+    "INTEGRATION": (StorageIntegration, ApiIntegration, NotificationIntegration),
     "FUNCTION": (ExternalFunction,),
     "ROLE": (Role,),
     "USER": (User,),
 }
 """The catalog models of each kind of securable object (ACCOUNT has none)."""
 
-NAMES = {"INTEGRATION": "integration", "ACCOUNT": "account", "FUNCTION": "function"}
+NAMES = {
+    "INTEGRATION": "integration",
+    "ACCOUNT": "account",
+    "FUNCTION": "function",
+    "FILE_FORMAT": "file format",
+}
 """How messages name a kind, where the lower-cased kind will not do."""
 
 
@@ -141,7 +150,7 @@ def containers(kind: str, name: str) -> list[tuple[str, str]]:
     parts = name.split(".")
     if kind == "SCHEMA":
         return [("DATABASE", parts[0])]
-    if kind in ("TABLE", "STAGE", "PIPE", "FUNCTION"):
+    if kind in ("TABLE", "STAGE", "FILE_FORMAT", "PIPE", "FUNCTION"):
         return [("DATABASE", parts[0]), ("SCHEMA", f"{parts[0]}.{parts[1]}")]
     return []
 

@@ -53,6 +53,8 @@ from services.dedup import Deduper
 from services.query import Result, RowSink
 from services.snowpipe import SnowpipeService, caller_of, router
 from services.sql import SqlExecutor
+from services.stages import UPLOAD_PATH
+from services.stages import router as stages_router
 from services.streaming import StreamingService
 from services.streaming import router as streaming_router
 
@@ -278,6 +280,7 @@ class Gate:
         max_body: int,
         body_timeout_s: float,
         scoped: ScopedTokens | None = None,
+        streamed: dict[str, int] | None = None,
     ) -> None:
         self.app = app
         self.authenticator = authenticator
@@ -285,6 +288,9 @@ class Gate:
         self.failed_logins = failed_logins
         self.max_body = max_body
         self.body_timeout_s = body_timeout_s
+        self.streamed = streamed or {}
+        """PUT paths whose route reads its body itself, as a stream, with the size bound given
+        here (a file PUT on a stage may be gigabytes: it is never held whole)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
@@ -305,14 +311,18 @@ class Gate:
             await _send(send, answer_for(exc, path))
             return
         scope.setdefault("state", {})["identity"] = identity
+        streamed = self.streamed.get(path) if scope.get("method") == "PUT" else None
         if length is not None:
             declared = int(length) if length.isdigit() else -1
             if declared < 0:
                 await _refuse(send, path, 400, "390400", "Content-Length must be a non-negative integer.")
                 return
-            if declared > self.max_body:
-                await _refuse(send, path, 413, "390413", self._too_large())
+            if declared > (self.max_body if streamed is None else streamed):
+                await _refuse(send, path, 413, "390413", self._too_large(streamed))
                 return
+        if streamed is not None:  # authenticated: its route streams the body under its own bounds
+            await self.app(scope, receive, send)
+            return
         body = await self._read(scope, receive, send, path)
         if body is None:
             return
@@ -362,7 +372,9 @@ class Gate:
             self.failed_logins.retry_after(address)
             raise
 
-    def _too_large(self) -> str:
+    def _too_large(self, streamed: int | None = None) -> str:
+        if streamed is not None:
+            return f"The file is larger than {streamed} bytes (stages.max_file_bytes); split or compress it."
         return (
             f"The request body is larger than {self.max_body} bytes (api.max_body_bytes); split the "
             "request: insertFiles takes at most 5,000 paths per call."
@@ -461,6 +473,10 @@ def create_app(settings: Settings, client: RedisClient | None = None) -> FastAPI
     app.include_router(
         streaming_router(streaming, authenticator, scoped, f"{settings.api.host}:{settings.api.port}")
     )
+    # PUT and GET's transfers (internal stages), under the REST rate limit.
+    app.include_router(
+        stages_router(executor.stage_files, lambda r: caller_of(r, authenticator), executor.use_role, limiter)
+    )
     registry = CollectorRegistry()
     requests = Counter("floe_api_requests", "API requests", ["route", "status"], registry=registry)
     latency = Histogram("floe_api_latency_seconds", "API latency", ["route"], registry=registry)
@@ -475,6 +491,7 @@ def create_app(settings: Settings, client: RedisClient | None = None) -> FastAPI
         max_body=settings.api.max_body_bytes,
         body_timeout_s=settings.api.body_timeout_s,
         scoped=scoped,
+        streamed={UPLOAD_PATH: settings.stages.max_file_bytes},
     )
     app.add_middleware(RequestContext, requests=requests, latency=latency)
 

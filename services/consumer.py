@@ -4,25 +4,37 @@ A message is deleted only after the dedup-and-enqueue step for every file in it 
 crash between the two redelivers the message and dedup makes the redelivery harmless. A message
 that cannot be parsed or routed is made visible again at once, so SQS moves it to the dead-letter
 queue after maxReceiveCount deliveries; the consumer itself keeps running.
+
+SYSTEM$PIPE_STATUS's channel fields are recorded here, once per received batch (one pipelined
+round trip, whatever the number of files): when the queue was last pulled and a message last
+received (one hash all auto-ingest pipes share, as Snowflake's share their account's queue), and
+per pipe when a notification for it was last forwarded and for which file.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import socket
 import time
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 from aiobotocore.session import get_session
 
 from floe.aws import AWS_ERRORS, client_kwargs
 from floe.aws import client as aws_client
-from floe.catalog import Catalog, Pipe
+from floe.catalog import Catalog, Pipe, now_ms
 from floe.errors import TransientError
 from floe.keys import REDIS_ERRORS, Keys, RedisClient
 from floe.runtime import Faults, Readiness, Shutdown, setup_logging
 from floe.settings import Settings
+from services.backfill import Backfiller
 from services.dedup import Deduper, FileRef
+from services.error_notifications import ErrorNotifier
 from services.notifications import MalformedMessage, ObjectCreated, parse_message, route
 from services.queues import ensure_queues
 
@@ -41,6 +53,11 @@ class Consumer:
         self.stopping = asyncio.Event()
         self.faults = Faults(settings.faults)
         self.handled = 0
+        # Names this process in the leases that let one consumer at a time backfill a pipe or send
+        # its error notifications.
+        holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.backfiller = Backfiller(settings, self.redis, self.catalog, holder)
+        self.notifier = ErrorNotifier(settings, self.redis, self.catalog, holder)
 
     def handle_bodies(self, bodies: list[str]) -> list[int | MalformedMessage]:
         """Dedup and enqueue the files of a received batch of messages, in one Redis step per pipe.
@@ -49,6 +66,7 @@ class Consumer:
         poison message. Raises TransientError when Redis is unavailable (nothing is then known to
         be enqueued, and every message of the batch must come back).
         """
+        received = now_ms()
         outcomes: list[int | MalformedMessage] = [0] * len(bodies)
         parsed: list[tuple[int, list[ObjectCreated]]] = []
         for i, body in enumerate(bodies):
@@ -59,10 +77,37 @@ class Consumer:
         if delay := self.faults.current().enqueue_delay_s:
             time.sleep(delay)
         try:
-            self._enqueue(parsed, outcomes)
+            forwarded = self._enqueue(parsed, outcomes)
+            self._note_channel(received, forwarded)
         except REDIS_ERRORS as exc:
             raise TransientError(f"redis unavailable: {exc}") from exc
         return outcomes
+
+    def _note_channel(self, received: int, forwarded: dict[str, str]) -> None:
+        """Record a received batch for SYSTEM$PIPE_STATUS in one pipelined round trip: the queue was
+        pulled and a message received at ``received``; each pipe in ``forwarded`` (pipe id -> the
+        last of its files in the batch) was forwarded a notification now. After the enqueue, so
+        a crash in between redelivers the batch, which records it again."""
+        now = now_ms()
+        channel = self.keys.notification_channel()
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hset(channel, "lastPulledFromChannelTimestamp", str(received))
+            pipe.hset(channel, "lastReceivedMessageTimestamp", str(received))
+            for pipe_id, path in forwarded.items():
+                status = self.keys.status(pipe_id)
+                pipe.hset(status, "lastForwardedMessageTimestamp", str(now))
+                pipe.hset(status, "lastForwardedFilePath", path)
+            pipe.execute()
+
+    def note_pull(self) -> None:
+        """Record an empty poll of the queue (SYSTEM$PIPE_STATUS's lastPulledFromChannelTimestamp);
+        best effort: a failure here is the next poll's to notice."""
+        try:
+            with self.redis.pipeline(transaction=False) as pipe:
+                pipe.hset(self.keys.notification_channel(), "lastPulledFromChannelTimestamp", str(now_ms()))
+                pipe.execute()
+        except REDIS_ERRORS as exc:
+            log.debug("could not record a poll of the queue: %s", exc)
 
     def _one_by_one(self, bodies: list[str]) -> list[int | MalformedMessage]:
         """Each message on its own, so one that breaks Floe in an unforeseen way fails alone."""
@@ -79,9 +124,10 @@ class Consumer:
 
     def _enqueue(
         self, parsed: list[tuple[int, list[ObjectCreated]]], outcomes: list[int | MalformedMessage]
-    ) -> None:
+    ) -> dict[str, str]:
+        """Route and enqueue the parsed messages' files; the pipes forwarded a file -> its last one."""
         if not parsed:
-            return
+            return {}
         pipes = list(self.catalog.all(Pipe).values())
         by_pipe: dict[str, tuple[Pipe, list[FileRef], list[int]]] = {}
         for i, records in parsed:
@@ -98,7 +144,9 @@ class Consumer:
                     routed = True
             if unknown and not routed:
                 outcomes[i] = MalformedMessage(f"no auto-ingest pipe reads bucket of {', '.join(unknown)}")
+        forwarded: dict[str, str] = {}
         for pipe, files, owners in by_pipe.values():
+            forwarded[pipe.id] = files[-1].path
             flags = self.deduper.enqueue(pipe, files, source="notification")
             for f, new, owner in zip(files, flags, owners, strict=True):
                 count = outcomes[owner]
@@ -108,6 +156,7 @@ class Consumer:
                     "enqueued" if new else "skipped: already seen by this pipe",
                     extra={"pipe": pipe.name, "file": f.path},
                 )
+        return forwarded
 
     async def _poll(self, sqs: Any, url: str) -> None:
         c = self.settings.consumer
@@ -126,6 +175,7 @@ class Consumer:
                 continue
             messages: list[dict[str, Any]] = resp.get("Messages", [])
             if not messages:
+                await asyncio.to_thread(self.note_pull)
                 continue
             self.faults.hit("consumer.after_receive")
             pending = {m["MessageId"]: m for m in messages}
@@ -228,9 +278,32 @@ class Consumer:
             tasks = [
                 asyncio.create_task(self._poll(sqs, url)) for _ in range(self.settings.consumer.concurrency)
             ]
+            # Backfills and error notifications run in the consumers: long-running, several, and
+            # with Redis and AWS at hand (decisions 75 and 76).
+            rounds = (
+                (self.settings.backfill.poll_s, self.backfiller.run_once),
+                (self.settings.error_notifications.poll_s, self.notifier.run_once),
+            )
+            tasks += [asyncio.create_task(self._every(period, step)) for period, step in rounds]
             await self.stopping.wait()
             log.info("draining: finishing in-flight messages")
             await asyncio.gather(*tasks, return_exceptions=True)
+            self.backfiller.close()
+            self.notifier.close()
+
+    async def _every(self, period_s: float, step: Callable[[], object]) -> None:
+        """Run ``step`` (a backfill or error-notification round) in a thread every ``period_s``
+        until asked to stop. Its failures are logged and never end the loop or the process: both
+        pick up where they were at the next round (their state is in Redis)."""
+        while not self.stopping.is_set():
+            try:
+                await asyncio.to_thread(step)
+            except REDIS_ERRORS as exc:
+                log.warning("Redis is unavailable; %s waits for the next round: %s", step.__qualname__, exc)
+            except Exception:
+                log.exception("%s failed; the next round tries again", step.__qualname__)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), period_s)
 
     async def _queue_url(self, sqs: Any) -> str:
         del sqs  # the queues are created once, with the sync client, before polling starts

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from floe.catalog import Pipe, now_ms
 from floe.errors import TerminalError
-from floe.history import FileState, Status
+from floe.history import FileState, SkipRecord, Status, record_skips, states_of
 from floe.keys import Keys, RedisClient, one_slot
 from floe.records import Origin, QueueEntry
 
@@ -51,11 +51,13 @@ return out
 
 
 # KEYS[1] queue stream, KEYS[2] history zset, KEYS[3] retired flag, KEYS[4..] file keys.
-# ARGV as _SCRIPT's. Per file: 1 no state, queued as new; 2 its load had failed (LOAD_FAILED), its
-# state replaced by the fresh one and queued again; 0 anything else (pending, loaded, partially
-# loaded), left alone. The status is read and replaced in the same script, so of two REFRESHes
-# racing for one failed file exactly one sends it. {-1}, and nothing written, when DROP or CREATE OR
-# REPLACE retired the pipe incarnation before this ran: its queue would never be read again.
+# ARGV as _SCRIPT's, but ARGV[5] is '1' to send failed loads again, '0' not to (a backfill), and the
+# files' values start at ARGV[6]. Per file: 1 no state, queued as new; 2 its load had failed
+# (LOAD_FAILED, and ARGV[5] is '1'), its state replaced by the fresh one and queued again; 0 anything
+# else (pending, loaded, partially loaded), left alone. The status is read and replaced in the same
+# script, so of two REFRESHes racing for one failed file exactly one sends it. {-1}, and nothing
+# written, when DROP or CREATE OR REPLACE retired the pipe incarnation before this ran: its queue
+# would never be read again.
 _REFRESH = f"""
 if redis.call('EXISTS', KEYS[3]) == 1 then return {{-1}} end
 local ttl = tonumber(ARGV[1])
@@ -63,13 +65,13 @@ local now = tonumber(ARGV[2])
 local origin = ARGV[4]
 local out = {{}}
 for i = 4, #KEYS do
-  local base = 5 + (i - 4) * 3
+  local base = 6 + (i - 4) * 3
   local path, size, state = ARGV[base], ARGV[base + 1], ARGV[base + 2]
   local old = redis.call('GET', KEYS[i])
   local sent = 0
   if not old then
     sent = 1
-  elseif cjson.decode(old)['status'] == '{_LOAD_FAILED}' then
+  elseif ARGV[5] == '1' and cjson.decode(old)['status'] == '{_LOAD_FAILED}' then
     sent = 2
   end
   if sent > 0 then
@@ -173,12 +175,36 @@ class Deduper:
             args += [f.path, stream_size(f.size), state.json(f)]
         one_slot(keys, "dedup script")
         flags = cast(list[int], self._script(keys=keys, args=args))
+        if not all(flags):
+            self._note_skips(pipe, [f for f, new in zip(files, flags, strict=True) if not new], now, source)
         return [bool(x) for x in flags]
 
-    def refresh(self, pipe: Pipe, files: Sequence[FileRef], *, source: Origin) -> list[Refreshed]:
+    def _note_skips(self, pipe: Pipe, seen: list[FileRef], now: int, source: Origin) -> None:
+        """Record a "Load skipped" for each file sent again after its load with another size: the
+        object was overwritten, and Snowpipe loads a path once in 14 days "even if it was later
+        modified". A file sent again unchanged (a retry, a redelivered notification) is Floe's
+        at-least-once delivery at work and leaves no record. One MGET, only when dedup skipped."""
+        sized = [f for f in seen if f.size is not None]
+        if not sized:
+            return
+        states = {s.path: s for s in states_of(self._r, self._keys, pipe.id, [f.path for f in sized])}
+        skips = [
+            SkipRecord(f.path, f.size, now, state.loaded_ms, source)
+            for f in sized
+            if (state := states.get(f.path)) is not None
+            and state.complete
+            and state.size is not None
+            and state.size != f.size
+        ]
+        record_skips(self._r, self._keys, pipe.id, skips, now, self._ttl * 1000)
+
+    def refresh(
+        self, pipe: Pipe, files: Sequence[FileRef], *, source: Origin, retry_failed: bool = True
+    ) -> list[Refreshed]:
         """ALTER PIPE ... REFRESH's step: queue the files this pipe has no state for, and queue again
-        the ones whose load failed (their state becomes a fresh pending one, as a new file's), each
-        in one atomic step per chunk; leave every other file alone. PipeRetired when the pipe
+        the ones whose load failed (their state becomes a fresh pending one, as a new file's; not
+        with ``retry_failed`` False, a backfill's), each in one atomic step per chunk; leave every
+        other file alone. PipeRetired when the pipe
         incarnation was dropped or replaced before a chunk ran (the files of earlier chunks were
         in its queue by then, so they went where the rest of it went: to a CREATE OR REPLACE's
         successor, or nowhere after DROP)."""
@@ -187,7 +213,7 @@ class Deduper:
             chunk = files[start : start + REFRESH_CHUNK]
             now = now_ms()
             keys = [self._keys.queue(pipe.id), self._keys.history(pipe.id), self._keys.retired(pipe.id)]
-            args: list[str | int] = [self._ttl, now, self._ttl * 1000, source]
+            args: list[str | int] = [self._ttl, now, self._ttl * 1000, source, int(retry_failed)]
             state = _StateTemplate(pipe, now, source)
             for f in chunk:
                 keys.append(self._keys.file(pipe.id, f.path))

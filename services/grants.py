@@ -205,6 +205,14 @@ class GrantStatements:
             if key in role.grants:
                 self.set_grants(role, key, [])
 
+    def rename_all(self, kind: str, old: str, new: str) -> None:
+        """Move every role's grants on an object to its new name (ALTER ... RENAME TO)."""
+        before, after = grant_key(kind, old), grant_key(kind, new)
+        for role in list(self.catalog.all(Role).values()):
+            if before in role.grants:
+                grants = {after if k == before else k: v for k, v in role.grants.items()}
+                self.catalog.put(role.model_copy(update={"grants": grants}))
+
     def revoke_all_under(self, prefix: str) -> None:
         """Remove every grant and future grant on objects and containers named ``prefix``... (a
         dropped database or schema)."""

@@ -44,16 +44,19 @@ from floe.aws import pyarrow_s3_kwargs
 from floe.blobs import BlobCrypto, OpenedBlob, crypto_from_settings, open_blob, row_group_stats
 from floe.catalog import Catalog, Column, Pipe, Table
 from floe.catalog.ddl import Defaults, qualify, qualify_table
-from floe.errors import CompilationError, ObjectNotFound, PermissionDenied, SqlError
+from floe.catalog.locations import refusal
+from floe.errors import CompilationError, ObjectNotFound, SqlError
 from floe.external import Breaker, FunctionCaller, held_back
-from floe.history import COPY_HISTORY_STATUS, FileState, iso_utc, read_states
+from floe.history import iso_utc
 from floe.keys import Keys, RedisClient
 from floe.records import QueueEntry
 from floe.settings import Settings
-from floe.types import arrow_schema, parse_column_type
-from services.access import Check, Need, passes
+from floe.types import arrow_schema, conform, parse_column_type
+from services.access import Check, Need
 from services.external_calls import ExternalCalls
 from services.functions import check_functions, function_name
+from services.load_history import VIEWS, LoadHistory, status_json
+from services.tz_results import ResultShape, plan_offsets
 
 
 @dataclass
@@ -104,7 +107,7 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, dt.date | dt.time):
         return value.isoformat()
     if isinstance(value, bytes):
-        return value.hex()
+        return value.hex().upper()  # BINARY as Snowflake shows it (BINARY_OUTPUT_FORMAT HEX)
     return value
 
 
@@ -314,7 +317,8 @@ _DATE_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 _TIME_TEXT = r"[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?"
 _NTZ_TEXT = re.compile(rf"\d{{4}}-\d{{2}}-\d{{2}}(?:{_TIME_TEXT})?", re.ASCII)
 _TZ_TEXT = re.compile(rf"\d{{4}}-\d{{2}}-\d{{2}}(?:{_TIME_TEXT}(?:Z|[+-]\d{{2}}(?::?\d{{2}})?)?)?", re.ASCII)
-_CASTABLE = frozenset({"DATE", "TIMESTAMP_NTZ", "TIMESTAMP_TZ"})
+_CLOCK_TEXT = re.compile(r"\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?", re.ASCII)
+_CASTABLE = frozenset({"DATE", "TIME", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "TIMESTAMP_TZ"})
 
 
 def _plain_query(query: exp.Expr, source: exp.Table) -> bool:
@@ -392,9 +396,11 @@ def _string_literal(text: str, kind: str) -> Any:
         return dt.date.fromisoformat(text)
     if kind == "TIMESTAMP_NTZ" and _NTZ_TEXT.fullmatch(text):
         return dt.datetime.fromisoformat(text)
-    if kind == "TIMESTAMP_TZ" and _TZ_TEXT.fullmatch(text):
+    if kind in ("TIMESTAMP_TZ", "TIMESTAMP_LTZ") and _TZ_TEXT.fullmatch(text):
         value = dt.datetime.fromisoformat(text)
         return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value
+    if kind == "TIME" and _CLOCK_TEXT.fullmatch(text):
+        return dt.time.fromisoformat(text)
     return None
 
 
@@ -402,9 +408,10 @@ def _literal(node: exp.Expr, column: Column) -> Any:
     """``node`` as the value DuckDB compares ``column`` with, or None unless that is certain.
 
     NUMBER: a plain literal of at most 18 digits, as a Decimal (exact). FLOAT: a number a double
-    holds exactly, as a float. VARCHAR: a string literal. DATE / TIMESTAMP_NTZ / TIMESTAMP_TZ: an ISO
-    string literal (optionally cast to the column's own type), as a date or datetime; a
-    TIMESTAMP_TZ literal without an offset is UTC, the sandbox's session zone. Anything else: None.
+    holds exactly, as a float. VARCHAR: a string literal. DATE / TIME / TIMESTAMP_*: an ISO string
+    literal (optionally cast to the column's own type), as a date, time or datetime; a TIMESTAMP_TZ
+    or _LTZ literal without an offset is UTC, the sandbox's session zone (a TIMESTAMP_TZ compares by
+    its instant). BINARY: never (see ``floe.blobs.column_stats``). Anything else: None.
     """
     kind = column.type
     if isinstance(node, exp.Cast) and not isinstance(node, exp.TryCast) and kind in _CASTABLE:
@@ -495,6 +502,8 @@ def _stat_as(stat: Any, like: Any) -> Any:
             return moment if (moment.tzinfo is None) == (like.tzinfo is None) else None
         if isinstance(like, dt.date) and not isinstance(like, dt.datetime) and isinstance(stat, str):
             return dt.date.fromisoformat(stat)
+        if isinstance(like, dt.time) and isinstance(stat, str):
+            return dt.time.fromisoformat(stat)
         if isinstance(like, str) and isinstance(stat, str):
             return stat
     except (ValueError, decimal.InvalidOperation):
@@ -523,65 +532,10 @@ def may_match(stats: dict[str, dict[str, Any]], predicates: list[Predicate]) -> 
     return True
 
 
-COPY_HISTORY_SCHEMA = pa.schema(
-    [
-        ("FILE_NAME", pa.string()),
-        ("STAGE_LOCATION", pa.string()),
-        ("LAST_LOAD_TIME", pa.timestamp("ms", tz="UTC")),
-        ("ROW_COUNT", pa.int64()),
-        ("ROW_PARSED", pa.int64()),
-        ("FILE_SIZE", pa.int64()),
-        ("FIRST_ERROR_MESSAGE", pa.string()),
-        ("FIRST_ERROR_LINE_NUMBER", pa.int64()),
-        ("FIRST_ERROR_CHARACTER_POS", pa.int64()),
-        ("FIRST_ERROR_COLUMN_NAME", pa.string()),
-        ("ERROR_COUNT", pa.int64()),
-        ("ERROR_LIMIT", pa.int64()),
-        ("STATUS", pa.string()),
-        ("TABLE_CATALOG_NAME", pa.string()),
-        ("TABLE_SCHEMA_NAME", pa.string()),
-        ("TABLE_NAME", pa.string()),
-        ("PIPE_CATALOG_NAME", pa.string()),
-        ("PIPE_SCHEMA_NAME", pa.string()),
-        ("PIPE_NAME", pa.string()),
-        ("PIPE_RECEIVED_TIME", pa.timestamp("ms", tz="UTC")),
-    ]
-)
-
-
-def _ts(ms: int | None) -> dt.datetime | None:
-    return None if ms is None else dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
-
-
-def copy_history_row(state: FileState, table: Table, pipe: Pipe) -> dict[str, Any]:
-    """One COPY_HISTORY row."""
-    tdb, tschema, tname = table.name.split(".")
-    pdb, pschema, pname = pipe.name.split(".")
-    return {
-        "FILE_NAME": state.path,
-        "STAGE_LOCATION": state.stage_location,
-        "LAST_LOAD_TIME": _ts(state.loaded_ms),
-        "ROW_COUNT": state.rows_loaded if state.complete else None,
-        "ROW_PARSED": state.rows_parsed,
-        "FILE_SIZE": state.size,
-        "FIRST_ERROR_MESSAGE": state.first_error,
-        "FIRST_ERROR_LINE_NUMBER": state.first_error_line,
-        "FIRST_ERROR_CHARACTER_POS": state.first_error_character,
-        "FIRST_ERROR_COLUMN_NAME": state.first_error_column,
-        "ERROR_COUNT": state.errors_seen,
-        "ERROR_LIMIT": state.error_limit,
-        "STATUS": COPY_HISTORY_STATUS[state.status],
-        "TABLE_CATALOG_NAME": tdb,
-        "TABLE_SCHEMA_NAME": tschema,
-        "TABLE_NAME": tname,
-        "PIPE_CATALOG_NAME": pdb,
-        "PIPE_SCHEMA_NAME": pschema,
-        "PIPE_NAME": pname,
-        "PIPE_RECEIVED_TIME": _ts(state.received_ms),
-    }
-
-
-_HISTORY_ARGS = frozenset({"TABLE_NAME", "START_TIME", "END_TIME"})
+_HISTORY_ARGS = frozenset({"TABLE_NAME", "START_TIME", "END_TIME", "PIPE_NAME"})
+_VALIDATE_ARGS = frozenset({"PIPE_NAME", "START_TIME", "END_TIME"})
+_TABLE_FUNCTIONS = ("COPY_HISTORY", "VALIDATE_PIPE_LOAD")
+"""The table functions a query may call, inside TABLE(...), with or without INFORMATION_SCHEMA."""
 _BOUND_HELP = (
     "COPY_HISTORY START_TIME and END_TIME accept a timestamp string ('2024-05-01 12:00:00'), "
     "CURRENT_TIMESTAMP() or SYSDATE(), a cast of one of those (::TIMESTAMP_LTZ), or "
@@ -685,22 +639,58 @@ def evaluate_bound(node: exp.Expr, now: dt.datetime) -> dt.datetime:
 
 def _table_function_error(name: str) -> CompilationError:
     return CompilationError(
-        f"Unknown table function {name}; the only table function is "
-        "TABLE(INFORMATION_SCHEMA.COPY_HISTORY(...))",
+        f"Unknown table function {name}; the table functions are "
+        "TABLE(INFORMATION_SCHEMA.COPY_HISTORY(...)) and TABLE(INFORMATION_SCHEMA.VALIDATE_PIPE_LOAD(...))",
         code="002140",
         sql_state="42601",
     )
 
 
+def _named_args(call: exp.Anonymous, allowed: frozenset[str], usage: str) -> dict[str, exp.Expr]:
+    """A table function's named arguments (NAME => value), refused unless all are in ``allowed``."""
+    args: dict[str, exp.Expr] = {}
+    for kw in call.expressions:
+        if not isinstance(kw, exp.Kwarg) or kw.this.name.upper() not in allowed:
+            raise CompilationError(f"{call.name.upper()} takes named arguments only: {usage}")
+        args[kw.this.name.upper()] = kw.expression
+    return args
+
+
+def _string_arg(args: dict[str, exp.Expr], name: str) -> str | None:
+    """A named argument's string literal (None when absent); refused when it is something else."""
+    value = args.get(name)
+    if value is None:
+        return None
+    if not (isinstance(value, exp.Literal) and value.is_string):
+        raise CompilationError(f"{name} takes a string literal, such as {name} => 'MYDB.PUBLIC.MYPIPE'")
+    return str(value.this)
+
+
+def _view_of(table: exp.Table) -> str | None:
+    """The INFORMATION_SCHEMA view a table reference names (COPY_HISTORY or LOAD_HISTORY), or None
+    for a reference outside INFORMATION_SCHEMA; other INFORMATION_SCHEMA names are refused."""
+    if table.db.upper() != "INFORMATION_SCHEMA":
+        return None
+    if table.name.upper() in VIEWS:
+        return table.name.upper()
+    raise CompilationError(
+        f"View 'INFORMATION_SCHEMA.{table.name[:100]}' does not exist or not authorized; Floe's "
+        f"INFORMATION_SCHEMA has the views {' and '.join(VIEWS)}",
+        code="002003",
+        sql_state="42S02",
+    )
+
+
 def _copy_history_call(fn: exp.TableFromRows) -> exp.Anonymous:
-    """The COPY_HISTORY call inside TABLE(...), or a refusal for any other table function."""
+    """The COPY_HISTORY or VALIDATE_PIPE_LOAD call inside TABLE(...), or a refusal for any other
+    table function."""
     inner = fn.this
     if isinstance(inner, exp.Dot):
         schema = inner.this
         if not (isinstance(schema, exp.Identifier) and schema.name.upper() == "INFORMATION_SCHEMA"):
             raise _table_function_error(inner.sql("snowflake")[:100])
         inner = inner.expression
-    if isinstance(inner, exp.Anonymous) and inner.name.upper() == "COPY_HISTORY":
+    if isinstance(inner, exp.Anonymous) and inner.name.upper() in _TABLE_FUNCTIONS:
         return inner
     name = function_name(inner) if isinstance(inner, exp.Func) else inner.sql("snowflake")[:100]
     raise _table_function_error(name)
@@ -711,7 +701,8 @@ _SOURCES = (exp.Table, exp.Subquery, exp.Values, exp.TableFromRows, exp.Lateral)
 
 def _refuse_table_functions(query: exp.Expr) -> None:
     """Refuse anything in FROM, JOIN or LATERAL that is not a table name, a subquery, VALUES or
-    TABLE(INFORMATION_SCHEMA.COPY_HISTORY(...)): a table function there would read what it likes."""
+    TABLE(INFORMATION_SCHEMA.COPY_HISTORY | VALIDATE_PIPE_LOAD(...)): a table function there would
+    read what it likes."""
     for table in query.find_all(exp.Table):
         if not isinstance(table.this, exp.Identifier):
             if isinstance(table.this, exp.Func):
@@ -884,7 +875,7 @@ def _read_columns(query: exp.Expr, source: exp.Table, table: Table, whole: bool)
     wanted = [n for n in names if n.upper() in used]
     if wanted:
         return wanted
-    return [min(arrow_schema(table), key=_width).name]
+    return [min(arrow_schema(table, offsets=False), key=_width).name]  # a column every blob has
 
 
 def _check_resolved(query: exp.Expr, ours: set[int]) -> None:
@@ -927,9 +918,10 @@ _STAT_KEYS = ("blobs_total", "blobs_scanned", "row_groups_total", "row_groups_sc
 
 
 def _cast_batches(table: pa.Table, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """A decoded table's batches as ``schema`` (the table's types; zero-copy when they agree)."""
+    """A decoded table's batches as ``schema``: its columns, in the table's types (zero-copy when they
+    agree; an offset column an older blob lacks reads as NULL, ``floe.types.conform``)."""
     for batch in table.to_batches():
-        yield batch.cast(schema)
+        yield conform(batch, schema)
 
 
 def _timed_out(seconds: float) -> SqlError:
@@ -999,6 +991,7 @@ class QueryEngine:
         self._slots = threading.BoundedSemaphore(settings.query.max_concurrent)
         self._caller: FunctionCaller | None = None
         self._caller_lock = threading.Lock()
+        self.history = LoadHistory(settings, client, catalog)
 
     def caller(self) -> FunctionCaller:
         """The process's external-function caller, made by the first query that calls one."""
@@ -1116,7 +1109,7 @@ class QueryEngine:
         if plan.cached is not None:
             groups = _groups(plan.cached)[0]
             for g in plan.groups:
-                yield from _cast_batches(groups[g].select(columns), schema)
+                yield from _cast_batches(groups[g], schema)
             return
         opened = plan.take()
         if opened is None:
@@ -1125,6 +1118,7 @@ class QueryEngine:
         try:
             wanted = set(plan.groups)
             md = opened.metadata
+            present = set(md.schema.to_arrow_schema().names)  # an older blob lacks offset columns
             keep: list[pa.Table] | None = [] if self._cacheable(plan, opened) else None
             held = 0
             cap = min(self.settings.api.query_cache_blob_bytes, self.cache.budget)
@@ -1137,11 +1131,11 @@ class QueryEngine:
                     if held > cap:
                         keep = None  # larger than its Parquet sizes said: stream the rest
                     if g in wanted:
-                        yield from _cast_batches(group.select(columns), schema)
+                        yield from _cast_batches(group, schema)
                 elif g in wanted:
-                    for batch in opened.batches(g, columns):
+                    for batch in opened.batches(g, [c for c in columns if c in present]):
                         self.meter.sample()
-                        yield batch.cast(schema)
+                        yield conform(batch, schema)
             if keep is not None:
                 stats = tuple(row_group_stats(md, g) for g in range(md.num_row_groups))
                 self.cache.put(plan.name, CachedBlob(tuple(keep), stats, held))
@@ -1149,98 +1143,93 @@ class QueryEngine:
             opened.close()
 
     def copy_history(self, call: exp.Anonymous, check: Check) -> pa.Table:
-        """INFORMATION_SCHEMA.COPY_HISTORY(TABLE_NAME => ..., START_TIME => ..., END_TIME => ...).
+        """INFORMATION_SCHEMA.COPY_HISTORY(TABLE_NAME => ..., START_TIME => ...[, END_TIME => ...]
+        [, PIPE_NAME => ...]) or VALIDATE_PIPE_LOAD(PIPE_NAME => ..., START_TIME => ...
+        [, END_TIME => ...]), as the Arrow table ``services.load_history`` builds.
 
         The arguments are evaluated here, in Python, and never reach DuckDB (see ``evaluate_bound``).
         """
-        args: dict[str, exp.Expr] = {}
-        for kw in call.expressions:
-            if not isinstance(kw, exp.Kwarg) or kw.this.name.upper() not in _HISTORY_ARGS:
-                raise CompilationError(
-                    "COPY_HISTORY takes named arguments only: TABLE_NAME => '<table>', "
-                    "START_TIME => <timestamp> [, END_TIME => <timestamp>]"
-                )
-            args[kw.this.name.upper()] = kw.expression
-        name = args.get("TABLE_NAME")
-        if not (isinstance(name, exp.Literal) and name.is_string) or "START_TIME" not in args:
+        now = dt.datetime.now(dt.UTC)
+        if call.name.upper() == "VALIDATE_PIPE_LOAD":
+            usage = "PIPE_NAME => '<pipe>', START_TIME => <timestamp> [, END_TIME => <timestamp>]"
+            args = _named_args(call, _VALIDATE_ARGS, usage)
+            pipe = _string_arg(args, "PIPE_NAME")
+            if pipe is None or "START_TIME" not in args:
+                raise CompilationError(f"VALIDATE_PIPE_LOAD needs {usage}")
+            start = evaluate_bound(args["START_TIME"], now)
+            end = evaluate_bound(args["END_TIME"], now) if "END_TIME" in args else None
+            return self.history.validate_pipe_load(str(qualify(pipe, self.defaults)), start, end, check)
+        usage = (
+            "TABLE_NAME => '<table>', START_TIME => <timestamp> [, END_TIME => <timestamp>] "
+            "[, PIPE_NAME => '<pipe>']"
+        )
+        args = _named_args(call, _HISTORY_ARGS, usage)
+        name = _string_arg(args, "TABLE_NAME")
+        if name is None or "START_TIME" not in args:
             raise CompilationError(
                 "COPY_HISTORY needs TABLE_NAME => '<table>' (a string literal) and START_TIME => <timestamp>"
             )
-        full = str(qualify(str(name.this), self.defaults))
-        pipes = self._monitored(full, check)
-        table = self.catalog.get(Table, full)
-        now = dt.datetime.now(dt.UTC)
         start = evaluate_bound(args["START_TIME"], now)
         end = evaluate_bound(args["END_TIME"], now) if "END_TIME" in args else None
-        since = int(start.timestamp() * 1000) - 86_400_000
-        rows = []
-        for pipe in self.catalog.pipes_for_table(table):
-            if pipes is not None and pipe.name not in pipes:
-                continue
-            for state in read_states(self.redis, self.keys, pipe.id, since):
-                row = copy_history_row(state, table, pipe)
-                when = row["LAST_LOAD_TIME"] or row["PIPE_RECEIVED_TIME"]
-                if when >= start and (end is None or when < end):
-                    rows.append(row)
-        return pa.Table.from_pylist(rows, schema=COPY_HISTORY_SCHEMA)
-
-    def _monitored(self, table: str, check: Check) -> set[str] | None:
-        """Whose load history of ``table`` the caller may read: every pipe's (None) with SELECT on
-        the table, else the pipes it holds MONITOR (or OWNERSHIP) on; the SELECT refusal if none."""
-        try:
-            check(Need("TABLE", table, ("SELECT",)))
-            return None
-        except (ObjectNotFound, PermissionDenied):
-            found = self.catalog.find(Table, table)
-            pipes = {
-                p.name
-                for p in (self.catalog.pipes_for_table(found) if found is not None else [])
-                if passes(check, Need("PIPE", p.name, ("MONITOR", "OWNERSHIP")))
-            }
-            if not pipes:
-                raise
-            return pipes
+        pipe_name = _string_arg(args, "PIPE_NAME")
+        return self.history.copy_history(
+            str(qualify(name, self.defaults)),
+            start,
+            end,
+            check,
+            str(qualify(pipe_name, self.defaults)) if pipe_name is not None else None,
+        )
 
     def pipe_status(self, name: str, check: Check) -> str:
-        """SYSTEM$PIPE_STATUS JSON."""
+        """SYSTEM$PIPE_STATUS JSON: the state and queue computed now, the rest as the consumer and
+        the registrar recorded it (``services.load_history.status_json``)."""
         full = str(qualify(name, self.defaults))
         check(Need("PIPE", full, ("MONITOR", "OPERATE", "OWNERSHIP")))
         pipe = self.catalog.get(Pipe, full)
         queue = self.keys.queue(pipe.id)
         pending = int(self.redis.xlen(queue))
-        status = {k.decode(): v.decode() for k, v in self.redis.hgetall(self.keys.status(pipe.id)).items()}
-        table = self.catalog.find(Table, pipe.copy_spec.table)
-        state = "PAUSED" if pipe.paused else "RUNNING"
-        error = None
-        if table is None or table.id != pipe.table_id:
-            state = "STOPPED_MISSING_TABLE"
-        elif (
-            not pipe.paused
-            and pipe.copy_spec.functions  # only then is the caller (an HTTP client) worth making
-            and (held := held_back(self.catalog, self.caller().breaker, [pipe]))
-        ):
-            function, trip = held[pipe.id]
-            state = "STALLED_EXECUTION_ERROR"
-            until = iso_utc(trip.until_ms)
-            error = (
-                f"The remote service of external function {function} is unavailable; the pipe's files "
-                f"wait in its queue until {until}, when a micro-batch tries the service again."
-            )
-        out: dict[str, Any] = {"executionState": state, "pendingFileCount": pending}
-        if error is not None:
-            out["error"] = error
+        recorded = self.history.recorded_status(pipe)
+        state, error = self._execution_state(pipe, recorded)
+        out: dict[str, Any] = {"executionState": state, "pendingFileCount": pending, "error": error}
         if pending:
             first = cast(list[tuple[bytes, dict[bytes, bytes]]], self.redis.xrange(queue, count=1))
             if first:
                 oldest = QueueEntry.from_stream(*first[0])
                 out["oldestPendingFilePath"] = oldest.path
                 out["oldestFileTimestamp"] = iso_utc(oldest.received_ms)
-        if "lastIngestedTimestamp" in status:
-            out["lastIngestedTimestamp"] = iso_utc(int(status["lastIngestedTimestamp"]))
-            out["lastIngestedFilePath"] = status["lastIngestedFilePath"]
         if pipe.auto_ingest:
-            out["notificationChannelName"] = self._queue_arn()
-        return json.dumps(out, separators=(",", ":"))
+            arn = self._queue_arn()
+            out["notificationChannelName"] = arn
+            out["numOutstandingMessagesOnChannel"] = self.history.channel_backlog(arn)
+        return status_json(out, recorded)
+
+    def _execution_state(self, pipe: Pipe, recorded: dict[str, str]) -> tuple[str, str | None]:
+        """executionState, and the error that explains it (None: the recorded one, if any).
+
+        STOPPED_MISSING_TABLE: its table was dropped or replaced (the job drops its files);
+        PAUSED; STALLED_STAGE_PERMISSION_ERROR: its storage integration no longer admits its stage
+        (every load is refused); STALLED_EXECUTION_ERROR: an external function's service is down
+        (its files wait); STALLED_COMPILATION_ERROR: its last load could not compile or run its COPY
+        (a function dropped, say) and nothing has loaded since."""
+        table = self.catalog.find(Table, pipe.copy_spec.table)
+        if table is None or table.id != pipe.table_id:
+            return "STOPPED_MISSING_TABLE", f"Table '{pipe.copy_spec.table}' does not exist or was replaced."
+        if pipe.paused:
+            return "PAUSED", None
+        if (reason := refusal(self.catalog, self.settings, pipe)) is not None:
+            return "STALLED_STAGE_PERMISSION_ERROR", reason
+        if pipe.copy_spec.functions and (  # only then is the caller (an HTTP client) worth making
+            held := held_back(self.catalog, self.caller().breaker, [pipe])
+        ):
+            function, trip = held[pipe.id]
+            until = iso_utc(trip.until_ms)
+            return "STALLED_EXECUTION_ERROR", (
+                f"The remote service of external function {function} is unavailable; the pipe's files "
+                f"wait in its queue until {until}, when a micro-batch tries the service again."
+            )
+        if recorded.get("error"):
+            return "STALLED_COMPILATION_ERROR", None
+        return "RUNNING", None
 
     def run(
         self,
@@ -1274,7 +1263,12 @@ class QueryEngine:
             self._slots.release()
 
     def compile(
-        self, query: exp.Expr, stats: dict[str, int], check: Check, calls: ExternalCalls | None = None
+        self,
+        query: exp.Expr,
+        stats: dict[str, int],
+        check: Check,
+        calls: ExternalCalls | None = None,
+        shape: ResultShape | None = None,
     ) -> tuple[str, dict[str, pa.Table | BlobScan]]:
         """DuckDB SQL for ``query`` and the Arrow data it reads (COPY_HISTORY tables, table scans),
         by their generated names; ``stats`` gets the blob and row-group counts (``_STAT_KEYS``).
@@ -1282,7 +1276,8 @@ class QueryEngine:
         Every table reference is resolved here: a CTE visible in its scope (renamed), a catalog
         table or COPY_HISTORY (both registered under generated names). Anything else is refused,
         so DuckDB never sees a name it could resolve on its own (a file, a view, a setting).
-        External functions are bound into ``calls`` (a query that calls one needs it).
+        External functions are bound into ``calls`` (a query that calls one needs it). ``shape``
+        gets what the raw rows need to become the result (``services.tz_results``).
         """
         query = query.copy()
         self._name_outputs(query)
@@ -1311,8 +1306,19 @@ class QueryEngine:
         # speaks of it alone (a second reference, even in a subquery, may see other rows).
         single = len(catalog_refs) == 1 and _is_only_source(query, catalog_refs[0])
         whole = _whole_rows(query)
+        # TIMESTAMP_TZ columns the result shows as they are read their offsets too (tz_results).
+        found = {id(n): self.catalog.find(Table, str(qualify_table(n, self.defaults))) for n in catalog_refs}
+        planned, offsets = plan_offsets(query, {k: t for k, t in found.items() if t is not None})
+        if shape is not None:
+            shape.offsets, shape.hidden = planned.offsets, planned.hidden
         for key in _STAT_KEYS:
             stats.setdefault(key, 0)
+        for node in list(catalog_refs):
+            if (view := _view_of(node)) is not None:
+                name = f"__floe_view_{len(tables)}"
+                tables[name] = self.history.view(view, node.catalog.upper() or self.defaults.database, check)
+                _point(node, name, ours)
+                catalog_refs.remove(node)
         for node in catalog_refs:
             full = str(qualify_table(node, self.defaults))
             check(Need("TABLE", full, ("SELECT",)))
@@ -1327,7 +1333,7 @@ class QueryEngine:
                     continue
             name = f"__floe_t{len(tables)}"
             predicates = _predicates(query, node, table) if single else []
-            columns = _read_columns(query, node, table, whole)
+            columns = _read_columns(query, node, table, whole) + offsets.get(id(node), [])
             tables[name] = self.scan(table, predicates, columns, stats)
             _point(node, name, ours)
         _check_resolved(query, ours)
@@ -1337,7 +1343,8 @@ class QueryEngine:
         limits = self.settings.query
         stats = {"blobs_total": 0, "blobs_scanned": 0}
         calls = ExternalCalls(self.catalog, self.defaults, check)
-        sql, tables = self.compile(query, stats, check, calls)
+        shape = ResultShape()
+        sql, tables = self.compile(query, stats, check, calls, shape)
         con = sandbox.connect(threads=limits.threads, memory_limit=limits.memory_limit)
         if calls.bound:
             # The statement's time limit also cuts remote calls short: DuckDB's interrupt cannot
@@ -1355,9 +1362,9 @@ class QueryEngine:
             timer.start()
             with self._failures(cancel, calls):
                 cur = con.execute(sql)
-            names = [d[0].upper() for d in cur.description or []]
+            names = shape.names([d[0].upper() for d in cur.description or []])
             if sink is not None:
-                return self._stream(cur, names, stats, sink, cancel, calls, deadline)
+                return self._stream(cur, names, stats, sink, cancel, calls, deadline, shape)
             with self._failures(cancel, calls):
                 fetched = cur.fetchmany(limits.max_result_rows + 1)
             if len(fetched) > limits.max_result_rows:
@@ -1369,7 +1376,7 @@ class QueryEngine:
                     code="000603",
                     sql_state="54000",
                 )
-            rows = [[jsonable(v) for v in row] for row in fetched]
+            rows = [shape.row(row, jsonable) for row in fetched]
             return Result(names, rows, stats)
         finally:
             timer.cancel()
@@ -1384,6 +1391,7 @@ class QueryEngine:
         cancel: _Cancel,
         calls: ExternalCalls,
         deadline: float,
+        shape: ResultShape | None = None,
     ) -> Result:
         """Hand the result to ``sink`` a page at a time. DuckDB's result streams: a page is fetched
         (and the tables read for it) only once the sink took the one before, so the rows held here
@@ -1393,12 +1401,13 @@ class QueryEngine:
         so a statement that fails at once (a sort out of memory, a bad value in the first rows)
         still fails before the answer has started, as an unstreamed one does."""
         limits = self.settings.query
+        shape = shape or ResultShape()
         with self._failures(cancel, calls):
             fetched = cur.fetchmany(limits.page_rows)
         sink.start(names)
         while fetched:
             try:
-                sink.page([[jsonable(v) for v in row] for row in fetched], deadline - time.monotonic())
+                sink.page([shape.row(row, jsonable) for row in fetched], deadline - time.monotonic())
             except TimeoutError:
                 raise _timed_out(limits.timeout_s) from None
             if cancel.abandoned.is_set():

@@ -30,6 +30,8 @@ from floe.catalog import (
     Database,
     ExternalFunction,
     FileFormat,
+    NamedFileFormat,
+    NotificationIntegration,
     Pipe,
     Schema,
     Stage,
@@ -40,13 +42,17 @@ from floe.catalog import (
 )
 from floe.catalog.access import UseRole, UseSecondaryRoles
 from floe.catalog.ddl import (
+    FORMAT_NAME,
+    AlterFileFormat,
     AlterIntegration,
     AlterPipe,
     AlterPipeRefresh,
     CreateApiIntegration,
     CreateDatabase,
     CreateExternalFunction,
+    CreateFileFormat,
     CreateIntegration,
+    CreateNotificationIntegration,
     CreatePipe,
     CreateSchema,
     CreateStage,
@@ -60,7 +66,9 @@ from floe.catalog.ddl import (
     Show,
     ShowChannels,
     parse,
+    qualify,
 )
+from floe.catalog.internal import new_stage_url, stage_kind
 from floe.catalog.locations import refusal
 from floe.channels import ChannelStore
 from floe.errors import CompilationError, ObjectNotFound, PermissionDenied, SqlError
@@ -79,11 +87,22 @@ from services.access import (
     visible,
 )
 from services.auth import Principal
+from services.backfill import LISTING_WINDOW, list_staged
 from services.dedup import Deduper, FileRef, PipeRetired, Refreshed, retire_pipe
+from services.error_notifications import skip_past_events
 from services.external_calls import pipe_functions
 from services.grants import GrantStatements, already_exists, created, like, status
+from services.pipe_lifecycle import (
+    FORCE_RESUME,
+    fixed_changes,
+    fixed_error,
+    force_resume,
+    force_resume_options,
+    pause_update,
+)
 from services.query import QueryEngine, Result, RowSink, send_result
 from services.queues import configure_bucket, ensure_queues
+from services.stages import StageFiles
 
 try:
     FLOE_VERSION = version("floe")
@@ -108,8 +127,19 @@ SHOW_COLUMNS: dict[str, list[str]] = {
         "has_credentials",
         "storage_integration",
         "owner",
+        "comment",
         "type",
         "region",
+    ],
+    "FILE_FORMAT": [
+        "created_on",
+        "name",
+        "database_name",
+        "schema_name",
+        "type",
+        "owner",
+        "comment",
+        "format_options",
     ],
     "TABLE": ["created_on", "name", "database_name", "schema_name", "kind", "rows", "bytes", "owner"],
     "PIPE": [
@@ -122,7 +152,9 @@ SHOW_COLUMNS: dict[str, list[str]] = {
         "notification_channel",
         "comment",
         "pattern",
+        "error_integration",
         "execution_state",
+        "backfill_interval",
     ],
     "FUNCTION": [
         "created_on",
@@ -163,7 +195,7 @@ CHANNEL_COLUMNS = [
 """SHOW CHANNELS' columns."""
 REFRESH_COLUMNS = ["File", "Status"]
 """ALTER PIPE ... REFRESH's columns, as Snowflake names them: one row per file listed."""
-REFRESH_WINDOW = dt.timedelta(days=7)
+REFRESH_WINDOW = LISTING_WINDOW
 """How far back ALTER PIPE ... REFRESH looks, by LAST_MODIFIED: Snowflake's 7 days (MODIFIED_AFTER's
 default and its limit). Older files load with a bulk COPY in Snowflake; Floe has none."""
 
@@ -184,6 +216,7 @@ class SqlExecutor:
         self._queue_arn: str | None = None
         self.engine = QueryEngine(settings, client, self.catalog, self.queue_arn)
         self.grants = GrantStatements(self.catalog)
+        self.stage_files = StageFiles(settings, self.catalog, self.defaults, self.check_location)
         self.channels = ChannelStore(client, self.keys, settings.streaming.max_pending_bytes_per_channel)
         self.ensure_namespaces()
 
@@ -221,9 +254,12 @@ class SqlExecutor:
             CreateSchema: self._create_schema,
             CreateIntegration: self._create_integration,
             CreateApiIntegration: self._create_api_integration,
+            CreateNotificationIntegration: self._create_notification_integration,
             AlterIntegration: self._alter_integration,
             CreateExternalFunction: self._create_function,
             CreateStage: self._create_stage,
+            CreateFileFormat: self._create_file_format,
+            AlterFileFormat: self._alter_file_format,
             CreateTable: self._create_table,
             CreatePipe: self._create_pipe,
             Show: self._show,
@@ -238,6 +274,7 @@ class SqlExecutor:
             UseRole: self._use_role,
             UseSecondaryRoles: self._use_secondary_roles,
             **self.grants.handlers(),
+            **self.stage_files.handlers(),
         }
 
     def session_context(self, principal: Principal, query: exp.Expr) -> dict[str, str]:
@@ -299,8 +336,35 @@ class SqlExecutor:
 
     def _query(self, q: Query, principal: Principal, sink: RowSink | None = None) -> Result:
         """A query, checked table by table as the engine reads them; streamed into ``sink`` if given."""
-        context = self.session_context(principal, q.expression)
-        return self.engine.run(q.expression, self._check(principal), context, sink)
+        expression = self._force_resumes(q.expression, principal)
+        context = self.session_context(principal, expression)
+        return self.engine.run(expression, self._check(principal), context, sink)
+
+    def _force_resumes(self, query: exp.Expr, principal: Principal) -> exp.Expr:
+        """Run the query's SYSTEM$PIPE_FORCE_RESUME calls (OPERATE or OWNERSHIP on the pipe), each
+        replaced by its answer, before the engine sees the query: a SELECT that changes a pipe is a
+        statement of the executor's, not a read of the engine's."""
+        calls = [c for c in query.find_all(exp.Anonymous) if c.name.upper() == FORCE_RESUME]
+        if not calls:
+            return query
+        query = query.copy()
+        for call in [c for c in query.find_all(exp.Anonymous) if c.name.upper() == FORCE_RESUME]:
+            args = call.expressions
+            if not 1 <= len(args) <= 2 or not all(isinstance(a, exp.Literal) and a.is_string for a in args):
+                raise CompilationError(
+                    f"{FORCE_RESUME} takes the pipe's name and, optionally, its overrides, as string "
+                    f"literals: {FORCE_RESUME}('<pipe>'[, 'STALENESS_CHECK_OVERRIDE, "
+                    "OWNERSHIP_TRANSFER_CHECK_OVERRIDE'])"
+                )
+            overrides = force_resume_options(str(args[1].this) if len(args) == 2 else None)
+            name = str(qualify(str(args[0].this), self.defaults))
+            self._authorize(principal, Need("PIPE", name, ("OPERATE", "OWNERSHIP")))
+            pipe = self.catalog.get(Pipe, name)
+            update, answer = force_resume(pipe, overrides, now_ms(), self.settings.retention_seconds * 1000)
+            if update:
+                self.catalog.put(pipe.model_copy(update=update))
+            call.replace(exp.Literal.string(answer))
+        return query
 
     def use_role(self, principal: Principal, role: str) -> Principal:
         """``principal`` acting as ``role``, which must be granted to its user (directly or through
@@ -387,8 +451,9 @@ class SqlExecutor:
         for pipe in [p for n, p in self.catalog.all(Pipe).items() if _inside(n, name)]:
             self._remove_pipe(pipe)
         for model in (Stage, Table, ExternalFunction) + ((Schema,) if kind == "DATABASE" else ()):
-            for obj_name in [n for n in self.catalog.all(model) if _inside(n, name)]:
+            for obj_name, obj in [(n, o) for n, o in self.catalog.all(model).items() if _inside(n, name)]:
                 self.catalog.delete(model, obj_name)
+                self.stage_files.dropped(obj)  # an internal stage's files, a table's stage's
         self.catalog.delete(Database if kind == "DATABASE" else Schema, name)
         self.grants.revoke_all_under(name)
 
@@ -405,6 +470,9 @@ class SqlExecutor:
                     f.name for f in self.catalog.all(ExternalFunction).values() if f.integration == s.name
                 ]
                 effect = "functions %s can no longer be called"
+            elif isinstance(integration, NotificationIntegration):
+                users = [p.name for p in self.catalog.all(Pipe).values() if p.error_integration == s.name]
+                effect = "pipes %s send no error notifications"
             else:
                 users = [
                     st.name for st in self.catalog.all(Stage).values() if st.storage_integration == s.name
@@ -423,12 +491,14 @@ class SqlExecutor:
 
     # ------------------------------------------------------------------------- integrations
 
-    def _integration(self, name: str, family: str | None, verb: str) -> StorageIntegration | ApiIntegration:
+    def _integration(
+        self, name: str, family: str | None, verb: str
+    ) -> StorageIntegration | ApiIntegration | NotificationIntegration:
         """The integration ``name`` (the caller has authorized), of the kind the statement names."""
         found = find(self.catalog, "INTEGRATION", name)
-        if not isinstance(found, StorageIntegration | ApiIntegration):
+        if not isinstance(found, StorageIntegration | ApiIntegration | NotificationIntegration):
             raise ObjectNotFound("integration", name)
-        kind = "API" if isinstance(found, ApiIntegration) else "STORAGE"
+        kind = _integration_kind(found)
         if family is not None and family != kind:
             raise CompilationError(
                 f"Integration '{name}' is {_INTEGRATION_NOUN[kind]}, not {_INTEGRATION_NOUN[family]}; "
@@ -437,25 +507,31 @@ class SqlExecutor:
         return found
 
     def _refuse_other_kind(self, name: str, model: type[CatalogObject]) -> None:
-        """Storage and API integrations share one namespace, as in Snowflake: creating one refuses
-        a name an integration of the other kind has (even with OR REPLACE or IF NOT EXISTS, which
-        would otherwise replace or keep an object of another kind)."""
+        """Storage, API and notification integrations share one namespace, as in Snowflake: creating
+        one refuses a name an integration of another kind has (even with OR REPLACE or IF NOT EXISTS,
+        which would otherwise replace or keep an object of another kind)."""
         found = find(self.catalog, "INTEGRATION", name)
         if found is not None and not isinstance(found, model):
-            kind = "API" if isinstance(found, ApiIntegration) else "STORAGE"
+            kind = _integration_kind(found)
             raise SqlError(
-                f"Integration '{name}' already exists as {_INTEGRATION_NOUN[kind]}: storage and API "
-                f"integrations share one namespace. Choose another name, or DROP INTEGRATION {name} first.",
+                f"Integration '{name}' already exists as {_INTEGRATION_NOUN[kind]}: storage, API and "
+                f"notification integrations share one namespace. Choose another name, or DROP INTEGRATION "
+                f"{name} first.",
                 code="002002",
                 sql_state="42710",
             )
 
-    def _create_integration(self, s: CreateIntegration, principal: Principal) -> Result:
+    def _integration_slot(self, principal: Principal, s: Any, model: type[CatalogObject]) -> Result | None:
+        """What every CREATE ... INTEGRATION checks first: OWNERSHIP to replace, CREATE INTEGRATION
+        on the account, the name not taken by another family; the answer when IF NOT EXISTS finds
+        it (None: go on and store it)."""
         self._replacing(principal, "INTEGRATION", s.name, s)
         self._authorize(principal, Need("ACCOUNT", "", ("CREATE INTEGRATION",)))
-        self._refuse_other_kind(s.name, StorageIntegration)
-        _old, done = self._existing(principal, "INTEGRATION", s.name, s)
-        if done is not None:
+        self._refuse_other_kind(s.name, model)
+        return self._existing(principal, "INTEGRATION", s.name, s)[1]
+
+    def _create_integration(self, s: CreateIntegration, principal: Principal) -> Result:
+        if (done := self._integration_slot(principal, s, StorageIntegration)) is not None:
             return done
         self._refuse_tables_bucket(s.allowed_locations)
         self.catalog.put(
@@ -475,11 +551,7 @@ class SqlExecutor:
     def _create_api_integration(self, s: CreateApiIntegration, principal: Principal) -> Result:
         # Authorized as CREATE STORAGE INTEGRATION is: CREATE INTEGRATION on the account, which only
         # ACCOUNTADMIN holds unless it grants it. The API key is stored, and shown to no one.
-        self._replacing(principal, "INTEGRATION", s.name, s)
-        self._authorize(principal, Need("ACCOUNT", "", ("CREATE INTEGRATION",)))
-        self._refuse_other_kind(s.name, ApiIntegration)
-        _old, done = self._existing(principal, "INTEGRATION", s.name, s)
-        if done is not None:
+        if (done := self._integration_slot(principal, s, ApiIntegration)) is not None:
             return done
         self.catalog.put(
             ApiIntegration(
@@ -496,6 +568,26 @@ class SqlExecutor:
         )
         return status(f"Integration {s.name} successfully created.")
 
+    def _create_notification_integration(
+        self, s: CreateNotificationIntegration, principal: Principal
+    ) -> Result:
+        # Authorized as the other integrations are: CREATE INTEGRATION on the account (ACCOUNTADMIN
+        # unless granted). Floe publishes to the topic with its own credentials, as it reads stages.
+        if (done := self._integration_slot(principal, s, NotificationIntegration)) is not None:
+            return done
+        self.catalog.put(
+            NotificationIntegration(
+                name=s.name,
+                enabled=s.enabled,
+                aws_sns_topic_arn=s.topic_arn,
+                aws_sns_role_arn=s.role_arn,
+                owner=principal.owner_role,
+                created_ms=now_ms(),
+                comment=s.comment,
+            )
+        )
+        return status(f"Integration {s.name} successfully created.")
+
     def _alter_integration(self, s: AlterIntegration, principal: Principal) -> Result:
         # Snowflake lets only the owner alter an integration (ACCOUNTADMIN holds everything here).
         if not self.grants.target(principal, "INTEGRATION", s.name, s.if_exists):
@@ -503,8 +595,15 @@ class SqlExecutor:
         found = self._integration(s.name, s.family, "ALTER")
         if isinstance(found, ApiIntegration):
             return self._alter_api_integration(s, found)
+        if isinstance(found, NotificationIntegration):
+            fields = {"enabled": s.enabled, "aws_sns_topic_arn": s.topic_arn, "aws_sns_role_arn": s.role_arn}
+            update: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
+            if s.comment is not None or "COMMENT" in s.unset:
+                update["comment"] = s.comment
+            self.catalog.put(found.model_copy(update=update))
+            return status("Statement executed successfully.")
         old = found
-        update: dict[str, Any] = {}
+        update = {}
         if s.enabled is not None:
             update["enabled"] = s.enabled
         if s.allowed_locations is not None:
@@ -569,6 +668,12 @@ class SqlExecutor:
                 f"STORAGE_ALLOWED_LOCATIONS may not include Floe's tables bucket (s3://{tables_bucket}/): it "
                 "holds every table's encrypted blobs."
             )
+        stages_bucket = self.settings.stages.bucket
+        if any(loc != "*" and split_s3_url(loc)[0] == stages_bucket for loc in locations):
+            raise CompilationError(
+                f"STORAGE_ALLOWED_LOCATIONS may not include Floe's internal stages bucket "
+                f"(s3://{stages_bucket}/): it holds every internal stage's files."
+            )
 
     def check_location(self, principal: Principal, url: str, integration: str | None) -> None:
         """A stage may read ``url`` only through an integration the principal may use, inside its
@@ -578,6 +683,11 @@ class SqlExecutor:
             raise PermissionDenied(
                 f"SQL access control error:\nURL '{url}' is in Floe's tables bucket, which holds every "
                 "table's blobs; no stage may read it."
+            )
+        if bucket == self.settings.stages.bucket:
+            raise PermissionDenied(
+                f"SQL access control error:\nURL '{url}' is in Floe's internal stages bucket, which holds "
+                "every internal stage's files; no external stage may read it."
             )
         if integration is None:
             if self.settings.stages_without_integration:
@@ -669,22 +779,79 @@ class SqlExecutor:
         old, done = self._existing(principal, "STAGE", name, s)
         if done is not None:
             return done
-        self.check_location(principal, s.url, s.storage_integration)
-        FileFormat().merged(s.file_format)
+        if not s.internal:  # an internal stage's files are Floe's own: no integration bounds them
+            self.check_location(principal, s.url, s.storage_integration)
+        # A named format must exist and be usable now; the stage keeps its name, so it reads the
+        # format as it is when a pipe is created on the stage (dropped: the defaults, as Snowflake).
+        self.resolve_format(principal, s.file_format)
         owner = old.owner if old is not None else principal.owner_role
         self.catalog.put(
             Stage(
                 name=name,
-                url=s.url,
+                url=s.url or new_stage_url(self.settings),
+                internal=s.internal,
                 file_format=s.file_format,
                 storage_integration=s.storage_integration,
                 owner=owner,
                 created_ms=now_ms(),
+                comment=s.comment,
             )
         )
+        self.stage_files.dropped(old)  # a replaced internal stage starts empty, as in Snowflake
         if old is None:
             self.grants.apply_future("STAGE", name)
         return status(f"Stage area {s.name.name} successfully created.")
+
+    def resolve_format(
+        self, principal: Principal, options: dict[str, object], *, dropped_ok: bool = False
+    ) -> dict[str, object]:
+        """FILE_FORMAT options with a FORMAT_NAME replaced by the named format's options (USAGE on
+        it needed). ``dropped_ok``: a stage's format that was dropped means the defaults, as
+        Snowflake documents for DROP FILE FORMAT; a format named by the statement itself must exist."""
+        name = options.get(FORMAT_NAME)
+        if not isinstance(name, str):
+            return options
+        if dropped_ok and find(self.catalog, "FILE_FORMAT", name) is None:
+            return {}
+        self._authorize(principal, Need("FILE_FORMAT", name, ("USAGE",)))
+        return dict(self.catalog.get(NamedFileFormat, name).options)
+
+    def _create_file_format(self, s: CreateFileFormat, principal: Principal) -> Result:
+        name = str(s.name)
+        self._replacing(principal, "FILE_FORMAT", name, s)
+        self._creating(principal, "FILE FORMAT", f"{s.name.database}.{s.name.schema}")
+        old, done = self._existing(principal, "FILE_FORMAT", name, s)
+        if done is not None:
+            return done
+        owner = old.owner if old is not None else principal.owner_role
+        self.catalog.put(
+            NamedFileFormat(name=name, options=s.options, owner=owner, created_ms=now_ms(), comment=s.comment)
+        )
+        if old is None:
+            self.grants.apply_future("FILE_FORMAT", name)
+        return status(f"File format {s.name.name} successfully created.")
+
+    def _alter_file_format(self, s: AlterFileFormat, principal: Principal) -> Result:
+        name = str(s.name)
+        absent = find(self.catalog, "FILE_FORMAT", name) is None
+        if s.if_exists and absent and may_know_absence(self.catalog, principal, "FILE_FORMAT", name):
+            return status("Statement executed successfully.")
+        self._authorize(principal, Need("FILE_FORMAT", name, ("OWNERSHIP",)))
+        fmt = self.catalog.get(NamedFileFormat, name)
+        if s.rename_to is not None:
+            new = str(s.rename_to)
+            self._creating(principal, "FILE FORMAT", f"{s.rename_to.database}.{s.rename_to.schema}")
+            if find(self.catalog, "FILE_FORMAT", new) is not None:
+                raise already_exists(new)
+            self.catalog.put(fmt.model_copy(update={"name": new}))
+            self.catalog.delete(NamedFileFormat, name)
+            self.grants.rename_all("FILE_FORMAT", name, new)
+            return status("Statement executed successfully.")
+        update: dict[str, Any] = {"options": {**fmt.options, **s.options}}
+        if s.comment is not None or s.unset_comment:
+            update["comment"] = s.comment
+        self.catalog.put(fmt.model_copy(update=update))
+        return status("Statement executed successfully.")
 
     def _create_table(self, s: CreateTable, principal: Principal) -> Result:
         name = str(s.name)
@@ -697,26 +864,29 @@ class SqlExecutor:
         if old is not None:
             self._drop_default_pipe(name)
         self.catalog.put(Table(name=name, columns=s.columns, owner=owner, created_ms=now_ms()))
+        self.stage_files.dropped(old)  # the replaced table's stage goes with it
         if old is None:
             self.grants.apply_future("TABLE", name)
         return status(f"Table {s.name.name} successfully created.")
 
     def _create_pipe(self, s: CreatePipe, principal: Principal) -> Result:
         name = str(s.name)
+        if s.alter and isinstance(existing := find(self.catalog, "PIPE", name), Pipe):
+            return self._create_or_alter_pipe(s, existing, principal)
         self._replacing(principal, "PIPE", name, s)
         self._creating(principal, "PIPE", f"{s.name.database}.{s.name.schema}")
         # The pipe loads with its owner's rights: it must be able to read the stage and write the table.
         needs = [Need("TABLE", str(s.table), ("INSERT",))]
         if s.stage is not None:
-            needs.append(Need("STAGE", str(s.stage), ("USAGE",)))
+            needs.append(self.stage_files.source_need(s.stage, s.table_stage))
         self._authorize(principal, *needs)
         old_obj, done = self._existing(principal, "PIPE", name, s)
         if done is not None:
             return done
         old = old_obj if isinstance(old_obj, Pipe) else None
-        stage = self.catalog.get(Stage, str(s.stage)) if s.stage is not None else None
+        stage = self.stage_files.pipe_source(s) if s.stage is not None else None
         table = self.catalog.get(Table, str(s.table))
-        if stage is not None:
+        if stage is not None and not stage.internal:
             # A stage whose integration narrowed or went away since it was created reads nothing more.
             self.check_location(principal.acting_as(ADMIN_ROLE), stage.url, stage.storage_integration)
         if s.auto_ingest and stage is None:
@@ -733,17 +903,25 @@ class SqlExecutor:
                 f"but got {len(s.select)}",
                 code="002020",
             )
-        fmt = FileFormat().merged(stage.file_format if stage is not None else {}).merged(s.file_format)
+        fmt = (
+            FileFormat()
+            .merged(self.resolve_format(principal, stage.file_format, dropped_ok=True) if stage else {})
+            .merged(self.resolve_format(principal, s.file_format))
+        )
+        _check_match_by(s, fmt, table)
         spec = CopySpec(
             table=str(s.table),
             columns=s.columns,
             select=s.select,
-            stage=str(s.stage) if s.stage is not None else "",
+            stage=stage.name if stage is not None else "",
             path=s.path,
             file_format=fmt,
             on_error=s.on_error,
             on_error_limit=s.on_error_limit,
             pattern=s.pattern,
+            match_by_column_name=s.match_by_column_name,
+            include_metadata=s.include_metadata,
+            truncate_columns=s.truncate_columns,
             sql=s.copy_sql,
             functions=pipe_functions(self.catalog, self.defaults, self._check(principal), s.select or []),
         )
@@ -759,7 +937,11 @@ class SqlExecutor:
             owner=old.owner if old is not None else principal.owner_role,
             created_ms=now_ms(),
             comment=s.comment,
+            error_integration=self.check_error_integration(principal, s),
+            backfill_interval_s=self.check_backfill(s),
         )
+        if s.paused:  # CREATE OR ALTER PIPE ... PIPE_EXECUTION_PAUSED = TRUE of a new pipe
+            pipe = pipe.model_copy(update=pause_update(pipe, True, now_ms(), 0))
         if pipe.auto_ingest and self.settings.auto_configure_notifications:
             self._configure_notifications(pipe.bucket, extra=pipe, without=old)
         self.catalog.put(pipe)
@@ -768,6 +950,47 @@ class SqlExecutor:
         else:
             self.grants.apply_future("PIPE", name)
         return status(f"Pipe {s.name.name} successfully created.")
+
+    def check_error_integration(self, principal: Principal, s: CreatePipe) -> str | None:
+        """A pipe's ERROR_INTEGRATION: USAGE on it, and an enabled notification integration (a file
+        pipe's: a streaming pipe fails rows, never files)."""
+        if s.error_integration is None:
+            return None
+        self._authorize(principal, Need("INTEGRATION", s.error_integration, ("USAGE",)))
+        found = find(self.catalog, "INTEGRATION", s.error_integration)
+        if not isinstance(found, NotificationIntegration):
+            raise CompilationError(
+                f"Integration '{s.error_integration}' is not a notification integration; ERROR_INTEGRATION "
+                "names one (CREATE NOTIFICATION INTEGRATION ... NOTIFICATION_PROVIDER = AWS_SNS)"
+            )
+        if not found.enabled:
+            raise SqlError(
+                f"Notification integration '{s.error_integration}' is disabled (ENABLED = FALSE).",
+                code="003001",
+                sql_state="42501",
+            )
+        if s.stage is None:
+            raise CompilationError(
+                "ERROR_INTEGRATION does not apply to a streaming pipe: its bad rows are counted in their "
+                "channel (SHOW CHANNELS), no file fails"
+            )
+        return s.error_integration
+
+    def check_backfill(self, s: CreatePipe) -> int | None:
+        """A pipe's BACKFILL_INTERVAL: on a stage, and not shorter than ``backfill.min_interval_s``."""
+        if s.backfill_interval_s is None:
+            return None
+        if s.stage is None:
+            raise CompilationError(
+                "BACKFILL_INTERVAL does not apply to a streaming pipe: it has no stage to list"
+            )
+        least = self.settings.backfill.min_interval_s
+        if s.backfill_interval_s < least:
+            raise CompilationError(
+                f"BACKFILL_INTERVAL must be at least {_interval(least)} (FLOE_BACKFILL__MIN_INTERVAL_S): "
+                "each backfill lists the stage's last 7 days"
+            )
+        return s.backfill_interval_s
 
     def _configure_notifications(
         self, bucket: str, extra: Pipe | None = None, without: Pipe | None = None
@@ -851,7 +1074,7 @@ class SqlExecutor:
         roles = active_roles(self.catalog, principal)
         models = MODELS[s.kind]
         if s.family is not None:
-            models = (ApiIntegration,) if s.family == "API" else (StorageIntegration,)
+            models = (_INTEGRATION_MODELS[s.family],)
         objects = [
             o
             for model in models
@@ -926,6 +1149,13 @@ class SqlExecutor:
             return {**base, "database_name": parts[0]}
         if isinstance(obj, ApiIntegration):
             return {**base, "type": "EXTERNAL_API", "category": "API", "enabled": str(obj.enabled).lower()}
+        if isinstance(obj, NotificationIntegration):
+            return {
+                **base,
+                "type": f"QUEUE - {obj.provider}",
+                "category": "NOTIFICATION",
+                "enabled": str(obj.enabled).lower(),
+            }
         if isinstance(obj, StorageIntegration):
             return {
                 **base,
@@ -934,13 +1164,21 @@ class SqlExecutor:
                 "enabled": str(obj.enabled).lower(),
             }
         placed = {**base, "database_name": parts[0], "schema_name": parts[1]}
+        if isinstance(obj, NamedFileFormat):
+            shown = obj.file_format.model_dump(mode="json")
+            return {
+                **placed,
+                "type": shown.pop("type"),
+                "format_options": json.dumps({k.upper(): v for k, v in shown.items()}),
+            }
         if isinstance(obj, Stage):
             return {
                 **placed,
-                "url": obj.url,
+                # An internal stage's location is Floe's business: Snowflake shows no URL for one.
+                "url": "" if obj.internal else obj.url,
                 "has_credentials": "N",
                 "storage_integration": obj.storage_integration,
-                "type": "EXTERNAL",
+                "type": stage_kind(obj),
                 "region": self.settings.aws.region,
             }
         if isinstance(obj, Table):
@@ -966,7 +1204,9 @@ class SqlExecutor:
             "notification_channel": self.queue_arn() if p.auto_ingest else None,
             "comment": p.comment or "",
             "pattern": p.copy_spec.pattern,
+            "error_integration": p.error_integration,
             "execution_state": "PAUSED" if p.paused else "RUNNING",
+            "backfill_interval": _interval(p.backfill_interval_s),
         }
 
     def _describe(self, s: Describe, principal: Principal) -> Result:
@@ -981,11 +1221,13 @@ class SqlExecutor:
             return Result(
                 cols, [[c.name, c.sql_type, "COLUMN", "Y" if c.nullable else "N"] for c in t.columns]
             )
+        if s.kind == "FILE_FORMAT":
+            return _describe_file_format(self.catalog.get(NamedFileFormat, name))
         st = self.catalog.get(Stage, name)
         return Result(
             ["property", "value"],
             [
-                ["URL", st.url],
+                ["URL", "" if st.internal else st.url],
                 ["STORAGE_INTEGRATION", st.storage_integration],
                 *[[k.upper(), str(v)] for k, v in st.file_format.items()],
             ],
@@ -1020,6 +1262,15 @@ class SqlExecutor:
                 ["API_BLOCKED_PREFIXES", ",".join(obj.blocked_prefixes)],
                 # Whether a key is set, never the key: not to ACCOUNTADMIN, not to the owner.
                 ["API_KEY", MASKED if obj.api_key else ""],
+            ]
+        if isinstance(obj, NotificationIntegration):
+            rows += [
+                ["ENABLED", str(obj.enabled).lower()],
+                ["TYPE", "QUEUE"],
+                ["DIRECTION", obj.direction],
+                ["NOTIFICATION_PROVIDER", obj.provider],
+                ["AWS_SNS_TOPIC_ARN", obj.aws_sns_topic_arn],
+                ["AWS_SNS_ROLE_ARN", obj.aws_sns_role_arn],
             ]
         return Result(["property", "value"], rows)
 
@@ -1059,13 +1310,52 @@ class SqlExecutor:
                 self._drop_default_pipe(name)
             self.catalog.delete(model, name)
             self.grants.revoke_all(s.kind, name)
+            self.stage_files.dropped(removed)  # an internal stage's files, or the table's stage's
         return status(f"{s.name.name} successfully dropped.")
 
+    def _create_or_alter_pipe(self, s: CreatePipe, old: Pipe, principal: Principal) -> Result:
+        """CREATE OR ALTER PIPE of an existing pipe: altered in place into the pipe the statement
+        defines, keeping its id, so its load history, queue and dedup memory stay. What ALTER PIPE
+        cannot change (the COPY statement, AUTO_INGEST) must be as it was; a property the statement
+        leaves out is unset (COMMENT, ERROR_INTEGRATION, BACKFILL_INTERVAL), and PIPE_EXECUTION_PAUSED
+        left out is FALSE: the pipe resumes, under ALTER PIPE's rules (staleness, ownership)."""
+        self._authorize(principal, Need("PIPE", old.name, ("OWNERSHIP",)))
+        if changed := fixed_changes(s, old):
+            raise fixed_error(old, changed)
+        update: dict[str, Any] = {
+            "comment": s.comment,
+            "error_integration": self.check_error_integration(principal, s),
+            "backfill_interval_s": self.check_backfill(s),
+        }
+        update |= pause_update(old, bool(s.paused), now_ms(), self.settings.retention_seconds * 1000)
+        if update["error_integration"] is not None and old.error_integration is None:
+            # Failures from before the pipe had an integration are not told to it (decision 75).
+            skip_past_events(self.redis, self.keys, old.id)
+        self.catalog.put(old.model_copy(update=update))
+        return status("Statement executed successfully.")
+
     def _alter_pipe(self, s: AlterPipe, principal: Principal) -> Result:
+        """ALTER PIPE ... SET | UNSET: the owner sets and unsets properties; OPERATE (or ownership)
+        is enough to pause and resume, as in Snowflake."""
         name = str(s.name)
-        self._authorize(principal, Need("PIPE", name, ("OPERATE", "OWNERSHIP")))
+        absent = find(self.catalog, "PIPE", name) is None
+        if s.if_exists and absent and may_know_absence(self.catalog, principal, "PIPE", name):
+            return status("Statement executed successfully.")
+        owns = (
+            s.comment is not None or bool(s.properties) or any(u != "PIPE_EXECUTION_PAUSED" for u in s.unset)
+        )
+        self._authorize(principal, Need("PIPE", name, ("OWNERSHIP",) if owns else ("OPERATE", "OWNERSHIP")))
         pipe = self.catalog.get(Pipe, name)
-        self.catalog.put(pipe.model_copy(update={"paused": s.paused}))
+        update: dict[str, Any] = {}
+        if s.comment is not None:
+            update["comment"] = s.comment
+        if "COMMENT" in s.unset:
+            update["comment"] = None
+        paused = False if "PIPE_EXECUTION_PAUSED" in s.unset else s.paused
+        if paused is not None:
+            update |= pause_update(pipe, paused, now_ms(), self.settings.retention_seconds * 1000)
+        if update:
+            self.catalog.put(pipe.model_copy(update=update))
         return status("Statement executed successfully.")
 
     def _refresh_pipe(self, s: AlterPipeRefresh, principal: Principal) -> Result:
@@ -1122,13 +1412,8 @@ class SqlExecutor:
         stage-relative paths with their sizes, in key order."""
         key_prefix = pipe.prefix + prefix.lstrip("/")
         s3 = aws_client(self.settings.aws, "s3")
-        files: list[FileRef] = []
         try:
-            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=pipe.bucket, Prefix=key_prefix):
-                for obj in page.get("Contents", ()):
-                    rel = pipe.relative_path(obj["Key"])
-                    if obj["LastModified"] >= since and rel is not None and pipe.matches(rel):
-                        files.append(FileRef(rel, int(obj["Size"])))
+            files = list_staged(s3, pipe, prefix, since)  # the listing a backfill makes too
         except s3.exceptions.NoSuchBucket as exc:
             raise SqlError(
                 f"Stage bucket '{pipe.bucket}' does not exist; create it first (aws s3 mb s3://{pipe.bucket}).",
@@ -1178,7 +1463,32 @@ def statements(sql: str) -> list[str]:
     return [text for text in out if text.strip()]
 
 
-_INTEGRATION_NOUN = {"STORAGE": "a storage integration", "API": "an API integration"}
+_INTEGRATION_NOUN = {
+    "STORAGE": "a storage integration",
+    "API": "an API integration",
+    "NOTIFICATION": "a notification integration",
+}
+_INTEGRATION_MODELS: dict[str, type[CatalogObject]] = {
+    "STORAGE": StorageIntegration,
+    "API": ApiIntegration,
+    "NOTIFICATION": NotificationIntegration,
+}
+"""Each kind of integration, as statements name it (SHOW API INTEGRATIONS), and its model."""
+
+
+def _interval(seconds: int | None) -> str | None:
+    """A BACKFILL_INTERVAL as SHOW PIPES writes it: '90 SECONDS', '10 MINUTES', '2 HOURS'."""
+    if seconds is None:
+        return None
+    units = (("DAY", 86400), ("HOUR", 3600), ("MINUTE", 60), ("SECOND", 1))
+    unit, size = next(u for u in units if seconds % u[1] == 0)
+    n = seconds // size
+    return f"{n} {unit}" if n == 1 else f"{n} {unit}S"
+
+
+def _integration_kind(integration: CatalogObject) -> str:
+    """STORAGE, API or NOTIFICATION: the kind of an integration, as statements name it."""
+    return next(kind for kind, model in _INTEGRATION_MODELS.items() if isinstance(integration, model))
 
 
 def _short(kind: str, name: str) -> str:
@@ -1186,6 +1496,42 @@ def _short(kind: str, name: str) -> str:
     if kind == "FUNCTION":
         name = name[: name.rindex("(")]
     return _parts(name)[-1]
+
+
+def _check_match_by(s: CreatePipe, fmt: FileFormat, table: Table) -> None:
+    """MATCH_BY_COLUMN_NAME's rules that need the table and the effective format."""
+    for name in s.include_metadata:
+        if name not in {c.name for c in table.columns}:
+            raise CompilationError(f"invalid identifier '{name}' in INCLUDE_METADATA", code="000904")
+    if s.match_by_column_name != "NONE" and fmt.type == "CSV" and not fmt.parse_header:
+        raise CompilationError(
+            "MATCH_BY_COLUMN_NAME on CSV files needs the column names from the header: "
+            "FILE_FORMAT = (TYPE = CSV PARSE_HEADER = TRUE)"
+        )
+
+
+def _describe_file_format(fmt: NamedFileFormat) -> Result:
+    """DESC FILE FORMAT: every option with its type, value and default, as Snowflake lists them."""
+    default = FileFormat().model_dump(mode="json")
+    rows = []
+    for key, value in fmt.file_format.model_dump(mode="json").items():
+        kind = "Boolean" if isinstance(value, bool) else "Long" if isinstance(value, int) else "String"
+        if isinstance(value, list):
+            kind = "List"
+        rows.append([key.upper(), kind, _shown(value, key), _shown(default[key], key)])
+    return Result(["property", "property_type", "property_value", "property_default"], rows)
+
+
+def _shown(value: object, key: str) -> str:
+    """An option's value as DESC FILE FORMAT prints it: NONE for none (a delimiter of NONE is
+    stored as ''), lists in brackets."""
+    if value is None or (value == "" and key.endswith("_delimiter")):
+        return "NONE"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return str(value)
 
 
 def _function_row(fn: ExternalFunction) -> dict[str, Any]:

@@ -115,7 +115,7 @@ class Stack:
     def start(
         self,
         name: str,
-        timeout: float = 120.0,
+        timeout: float = 300.0,
         *,
         command: str | None = None,
         env: dict[str, str] | None = None,
@@ -224,6 +224,11 @@ def stack(services: Settings, tmp_path_factory: pytest.TempPathFactory) -> Itera
                 update={"master_key_file": str(state / "master.key")}
             ),
             "auth": services.auth.model_copy(update={"admin_key_file": str(state / "admin_rsa_key.p8")}),
+            # A BACKFILL_INTERVAL may be a second and the consumers look for due listings and new
+            # load failures twice a second, so tests/e2e/test_backfill.py and
+            # test_error_notifications.py see them within a test.
+            "backfill": services.backfill.model_copy(update={"min_interval_s": 1, "poll_s": 0.5}),
+            "error_notifications": services.error_notifications.model_copy(update={"poll_s": 0.5}),
             # The chaos tests arm a fault in the running processes through this file rather than
             # restart a Spark job (half a minute) with other settings (tests/chaos/test_faults.py).
             "faults": services.faults.model_copy(update={"arm_file": str(state / "faults.arm")}),

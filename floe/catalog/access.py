@@ -107,10 +107,10 @@ class Securable:
     """An object a privilege is granted on."""
 
     kind: str
-    """One of ObjectKind: ACCOUNT, DATABASE, SCHEMA, TABLE, STAGE, PIPE, INTEGRATION, FUNCTION, ROLE
-    or USER."""
+    """One of ObjectKind: ACCOUNT, DATABASE, SCHEMA, TABLE, STAGE, FILE_FORMAT, PIPE, INTEGRATION,
+    FUNCTION, ROLE or USER."""
     name: str
-    """'' for ACCOUNT; DB for DATABASE; DB.S for SCHEMA; DB.S.N for TABLE, STAGE and PIPE; the
+    """'' for ACCOUNT; DB for DATABASE; DB.S for SCHEMA; DB.S.N for TABLE, STAGE, FILE_FORMAT and PIPE; the
     signature DB.S.F(NUMBER, VARCHAR) for FUNCTION; one identifier for INTEGRATION, ROLE and USER."""
 
 
@@ -121,7 +121,8 @@ class Bulk:
     future: bool
     """FUTURE (objects created from now on) rather than ALL (the objects there now)."""
     kind: str
-    """TABLE, STAGE, PIPE or FUNCTION (TABLES, STAGES, PIPES, FUNCTIONS in the SQL)."""
+    """TABLE, STAGE, FILE_FORMAT, PIPE or FUNCTION (TABLES, STAGES, FILE FORMATS, PIPES, FUNCTIONS in
+    the SQL)."""
     container_kind: str
     """SCHEMA or DATABASE."""
     container: str
@@ -279,12 +280,12 @@ _WORD = r"[A-Za-z_]\w*"
 # What GRANT ... ON names, in the SQL. Snowflake spells an integration with or without its kind in
 # grants; storage and API integrations share one namespace, so the name alone says which.
 _ON_KIND = (
-    r"(?P<kind>ACCOUNT|DATABASE|SCHEMA|TABLE|STAGE|PIPE|(?:STORAGE\s+|API\s+)?INTEGRATION|FUNCTION"
+    r"(?P<kind>ACCOUNT|DATABASE|SCHEMA|TABLE|STAGE|FILE\s+FORMAT|PIPE|(?:STORAGE\s+|API\s+)?INTEGRATION|FUNCTION"
     r"|ROLE|USER)\b"
 )
-_ON_KINDS = "ACCOUNT, DATABASE, SCHEMA, TABLE, STAGE, PIPE, INTEGRATION, FUNCTION, ROLE or USER"
+_ON_KINDS = "ACCOUNT, DATABASE, SCHEMA, TABLE, STAGE, FILE FORMAT, PIPE, INTEGRATION, FUNCTION, ROLE or USER"
 _IN_CONTAINER = r"IN\s+(?P<kind>SCHEMA|DATABASE)\b"
-_THREE_PARTS = ("TABLE", "STAGE", "PIPE")
+_THREE_PARTS = ("TABLE", "STAGE", "FILE_FORMAT", "PIPE")
 """Kinds named DB.SCHEMA.NAME (a schema is DB.SCHEMA; the others are one identifier)."""
 _NOUNS = {
     "ACCOUNT": "the account",
@@ -292,6 +293,7 @@ _NOUNS = {
     "SCHEMA": "a schema",
     "TABLE": "a table",
     "STAGE": "a stage",
+    "FILE_FORMAT": "a file format",
     "PIPE": "a pipe",
     "INTEGRATION": "an integration",
     "FUNCTION": "a function",
@@ -383,7 +385,8 @@ class Scanner:
         except (ParseError, TokenError, ValueError):
             raise CompilationError(
                 f"unsupported data type '{shortened(text)}'; Floe's types are NUMBER, FLOAT, VARCHAR, "
-                "BOOLEAN, DATE, TIMESTAMP_NTZ, TIMESTAMP_TZ and VARIANT (and their synonyms)"
+                "BINARY, BOOLEAN, DATE, TIME, TIMESTAMP_NTZ, TIMESTAMP_LTZ, TIMESTAMP_TZ and VARIANT "
+                "(and their synonyms)"
             ) from None
         return parse_column_type(dtype)
 
@@ -411,7 +414,7 @@ class Scanner:
         if kind == "SCHEMA":
             return self.schema(defaults)
         if kind in _THREE_PARTS:
-            return str(self.qualified(kind.lower(), defaults))
+            return str(self.qualified(kind.lower().replace("_", " "), defaults))
         return self.ident(kind.lower())
 
     def string(self, expected: str) -> str:
@@ -644,7 +647,8 @@ def _container(sc: Scanner, defaults: Defaults) -> tuple[str, str]:
 
 def _securable(sc: Scanner, defaults: Defaults) -> Securable:
     """ACCOUNT, or a kind and a name."""
-    kind = sc.expect(_ON_KIND, _ON_KINDS).group("kind").split()[-1].upper()
+    words = sc.expect(_ON_KIND, _ON_KINDS).group("kind").upper().split()
+    kind = "FILE_FORMAT" if words[0] == "FILE" else words[-1]
     return Securable(kind, sc.object_name(kind, defaults))
 
 
@@ -655,10 +659,12 @@ def _target(sc: Scanner, defaults: Defaults) -> Securable | Bulk:
         return _securable(sc, defaults)
     when = m.group("when").upper()
     plural = sc.word(
-        r"TABLES\b|STAGES\b|PIPES\b|FUNCTIONS\b", f"TABLES, STAGES, PIPES or FUNCTIONS after ON {when}"
+        r"TABLES\b|STAGES\b|FILE\s+FORMATS\b|PIPES\b|FUNCTIONS\b",
+        f"TABLES, STAGES, FILE FORMATS, PIPES or FUNCTIONS after ON {when}",
     )
     container_kind, container = _container(sc, defaults)
-    return Bulk(when == "FUTURE", plural[:-1], container_kind, container)
+    kind = "FILE_FORMAT" if plural.startswith("FILE") else plural[:-1]
+    return Bulk(when == "FUTURE", kind, container_kind, container)
 
 
 def _role_grant(sc: Scanner, verb: str) -> tuple[str, Literal["ROLE", "USER"], str]:

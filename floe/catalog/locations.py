@@ -9,6 +9,7 @@ sides use the one function without ``services`` importing ``pipeline``.
 
 from __future__ import annotations
 
+from floe.catalog.internal import is_internal
 from floe.catalog.models import Pipe, Stage, StorageIntegration
 from floe.catalog.store import Catalog
 from floe.settings import Settings
@@ -25,6 +26,12 @@ def refusal(catalog: Catalog, settings: Settings, pipe: Pipe) -> str | None:
     url, tables_bucket = pipe.stage_url, settings.pipeline.tables_bucket
     if pipe.bucket == tables_bucket:
         return f"Pipe {pipe.name} may not read Floe's tables bucket ({url})."
+    if is_internal(url, settings):
+        # An internal stage's own files, which Floe put there: no integration bounds them, and an
+        # external stage never reaches this bucket (CREATE STAGE and the integrations refuse it).
+        if pipe.storage_integration is not None:
+            return f"Pipe {pipe.name} may not read Floe's internal stages bucket ({url}) as external."
+        return None
     name = pipe.storage_integration
     if name is None:  # a pipe created before pipes recorded their integration
         stage = catalog.find(Stage, pipe.copy_spec.stage)

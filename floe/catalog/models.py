@@ -12,9 +12,19 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, field_validator
 
+from floe.errors import CompilationError
 from floe.patterns import stored_pattern
 
 OnError = Literal["SKIP_FILE", "CONTINUE", "SKIP_FILE_N", "SKIP_FILE_PCT"]
+MatchBy = Literal["NONE", "CASE_SENSITIVE", "CASE_INSENSITIVE"]
+METADATA_COLUMNS = (
+    "METADATA$FILENAME",
+    "METADATA$FILE_ROW_NUMBER",
+    "METADATA$FILE_CONTENT_KEY",
+    "METADATA$FILE_LAST_MODIFIED",
+    "METADATA$START_SCAN_TIME",
+)
+"""The METADATA$ columns a COPY can load (a transform's SELECT list, or INCLUDE_METADATA)."""
 FormatType = Literal["CSV", "JSON", "PARQUET", "AVRO", "ORC"]
 
 # Snowflake column types Floe stores, by canonical name.
@@ -22,9 +32,12 @@ COLUMN_TYPES = (
     "NUMBER",
     "FLOAT",
     "VARCHAR",
+    "BINARY",
     "BOOLEAN",
     "DATE",
+    "TIME",
     "TIMESTAMP_NTZ",
+    "TIMESTAMP_LTZ",
     "TIMESTAMP_TZ",
     "VARIANT",
 )
@@ -62,6 +75,16 @@ class FileFormat(BaseModel):
     """SKIP_BYTE_ORDER_MARK."""
     binary_format: str = "HEX"
     """BINARY_FORMAT: HEX, BASE64 or UTF8, how text loads into BINARY columns."""
+
+    @field_validator("binary_format")
+    @classmethod
+    def _binary_format(cls, value: str) -> str:
+        form = value.upper().replace("-", "")
+        if form not in ("HEX", "BASE64", "UTF8"):
+            # Not a ValueError: pydantic passes it through, so the statement fails with this text.
+            raise CompilationError(f"invalid value '{value}' for BINARY_FORMAT; use HEX, BASE64 or UTF8")
+        return form
+
     time_format: str = "AUTO"
     """TIME_FORMAT."""
     allow_duplicate: bool = False
@@ -110,7 +133,8 @@ class Column(BaseModel):
     type: str
     """Canonical Snowflake type name, one of COLUMN_TYPES."""
     precision: int | None = None
-    """NUMBER precision, or VARCHAR length."""
+    """NUMBER precision, VARCHAR length (characters), BINARY length (bytes), or the fractional-seconds
+    digits of TIME and TIMESTAMP_* (None: the type's default)."""
     scale: int | None = None
     """NUMBER scale."""
     nullable: bool = True
@@ -121,13 +145,24 @@ class Column(BaseModel):
         """The type as Snowflake spells it, e.g. NUMBER(10,2)."""
         if self.type == "NUMBER":
             return f"NUMBER({self.precision or 38},{self.scale or 0})"
-        if self.type == "VARCHAR" and self.precision:
-            return f"VARCHAR({self.precision})"
+        if self.type != "NUMBER" and self.precision is not None:
+            # VARCHAR(n) / BINARY(n) lengths, TIME(p) / TIMESTAMP_*(p) fractional digits
+            return f"{self.type}({self.precision})"
         return self.type
 
 
 ObjectKind = Literal[
-    "ACCOUNT", "DATABASE", "SCHEMA", "TABLE", "STAGE", "PIPE", "INTEGRATION", "FUNCTION", "ROLE", "USER"
+    "ACCOUNT",
+    "DATABASE",
+    "SCHEMA",
+    "TABLE",
+    "STAGE",
+    "FILE_FORMAT",
+    "PIPE",
+    "INTEGRATION",
+    "FUNCTION",
+    "ROLE",
+    "USER",
 ]
 """What a privilege can be granted on (Snowflake's securable objects that Floe has)."""
 
@@ -144,7 +179,10 @@ PRIVILEGES: dict[str, tuple[str, ...]] = {
         "MONITOR",
     ),
     "TABLE": ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES"),
-    "STAGE": ("USAGE",),
+    # USAGE for external stages, READ and WRITE for internal ones (as Snowflake).
+    "STAGE": ("USAGE", "READ", "WRITE"),
+    # SQL spells it FILE FORMAT; one word here, as SHOW GRANTS' granted_on and grant keys spell it.
+    "FILE_FORMAT": ("USAGE",),
     "PIPE": ("OPERATE", "MONITOR"),
     "INTEGRATION": ("USAGE",),
     "FUNCTION": ("USAGE",),
@@ -296,6 +334,22 @@ class ApiIntegration(CatalogObject):
         )
 
 
+class NotificationIntegration(CatalogObject):
+    """A notification integration (TYPE = QUEUE, DIRECTION = OUTBOUND, NOTIFICATION_PROVIDER =
+    AWS_SNS): the SNS topic a pipe's ERROR_INTEGRATION publishes its failed files to."""
+
+    enabled: bool = True
+    """ENABLED; a disabled integration sends nothing (failures meanwhile are not sent later)."""
+    provider: str = "AWS_SNS"
+    """NOTIFICATION_PROVIDER: Floe publishes to SNS only."""
+    direction: str = "OUTBOUND"
+    """DIRECTION: OUTBOUND, Floe sending (inbound integrations are for GCS and Azure auto-ingest)."""
+    aws_sns_topic_arn: str
+    """AWS_SNS_TOPIC_ARN: the standard SNS topic the messages go to."""
+    aws_sns_role_arn: str = ""
+    """AWS_SNS_ROLE_ARN: recorded and shown; Floe publishes with its own AWS credentials."""
+
+
 Volatility = Literal["VOLATILE", "IMMUTABLE"]
 FunctionCompression = Literal["AUTO", "NONE", "GZIP", "DEFLATE"]
 CONTEXT_FUNCTIONS = (
@@ -367,10 +421,13 @@ class ExternalFunction(CatalogObject):
 
 
 class Stage(CatalogObject):
-    """An external stage: an S3 prefix the user owns."""
+    """A stage: an external one (an S3 prefix the user owns), or an internal one (files PUT into
+    Floe's stages bucket, encrypted; ``floe.catalog.internal``)."""
 
     url: str
-    """s3://bucket/prefix/"""
+    """s3://bucket/prefix/; for an internal stage, its own prefix in the stages bucket."""
+    internal: bool = False
+    """An internal stage (CREATE STAGE without URL): READ and WRITE, not USAGE, govern it."""
     file_format: dict[str, object] = Field(default_factory=dict)
     """FILE_FORMAT options given on the stage (pipes may override)."""
     storage_integration: str | None = None
@@ -385,6 +442,18 @@ class Stage(CatalogObject):
     def prefix(self) -> str:
         """Key prefix part of the URL ('' or ending in '/')."""
         return split_s3_url(self.url)[1]
+
+
+class NamedFileFormat(CatalogObject):
+    """A named file format (CREATE FILE FORMAT): options that stages and pipes use by name."""
+
+    options: dict[str, object] = Field(default_factory=dict)
+    """The options it was given, as FileFormat field names; the others are Snowflake's defaults."""
+
+    @property
+    def file_format(self) -> FileFormat:
+        """The options with the defaults filled in."""
+        return FileFormat().merged(self.options)
 
 
 class Table(CatalogObject):
@@ -473,6 +542,13 @@ class CopySpec(BaseModel):
     functions: dict[str, str] = Field(default_factory=dict)
     """External functions the SELECT items call: ``floe.catalog.calls.call_key`` of each call ->
     the overload's signature, resolved at CREATE PIPE with its creator's privileges."""
+    match_by_column_name: MatchBy = "NONE"
+    """MATCH_BY_COLUMN_NAME: load the file's columns (JSON keys) named like the table's."""
+    include_metadata: dict[str, str] = Field(default_factory=dict)
+    """INCLUDE_METADATA: target column -> METADATA$ column (with MATCH_BY_COLUMN_NAME only)."""
+    truncate_columns: bool = False
+    """TRUNCATECOLUMNS = TRUE (or ENFORCE_LENGTH = FALSE): a string longer than its VARCHAR(n)
+    column is cut to n characters instead of being an error of its row."""
 
     @property
     def error_limit(self) -> int:
@@ -505,6 +581,19 @@ class Pipe(CatalogObject):
     """The table's default pipe ``<TABLE>-STREAMING`` (made on first use; matches columns by name)."""
     paused: bool = False
     """PIPE_EXECUTION_PAUSED."""
+    paused_ms: int | None = None
+    """When the pipe was last paused (None while it runs): an auto-ingest pipe paused longer than
+    the load history's retention (14 days) is stale, and resumes only through
+    SYSTEM$PIPE_FORCE_RESUME with STALENESS_CHECK_OVERRIDE."""
+    paused_owner: str | None = None
+    """The pipe's owner when it was paused: if GRANT OWNERSHIP gave it to another role since, it
+    resumes only through SYSTEM$PIPE_FORCE_RESUME (OWNERSHIP_TRANSFER_CHECK_OVERRIDE)."""
+    error_integration: str | None = None
+    """ERROR_INTEGRATION: the NotificationIntegration whose SNS topic hears of the files whose load
+    failed (not with ON_ERROR = CONTINUE, as in Snowflake)."""
+    backfill_interval_s: int | None = None
+    """BACKFILL_INTERVAL (a Floe extension): every so many seconds a consumer lists the pipe's
+    location and queues the files no notification announced; None for none."""
 
     # Cached: routing and insertFiles ask for these once per file. Pipes are replaced, never
     # changed in place (ALTER writes a new object), so the cache cannot go stale.

@@ -13,6 +13,8 @@ from floe.catalog.models import (
     CatalogObject,
     Database,
     ExternalFunction,
+    NamedFileFormat,
+    NotificationIntegration,
     Pipe,
     Role,
     Schema,
@@ -37,6 +39,8 @@ KINDS: dict[type[CatalogObject], str] = {
     Role: "roles",
     ApiIntegration: "api_integrations",
     ExternalFunction: "functions",
+    NamedFileFormat: "file_formats",
+    NotificationIntegration: "notification_integrations",
 }
 
 

@@ -3,9 +3,11 @@
 Arguments (the seed's rules): numbers are JSON numbers (a decimal's exact text, never through a
 float), booleans booleans, strings strings, a VARIANT its JSON value (its text, checked and sent as
 it is, so big numbers keep every digit), NULL null, and everything else a string: DATE as
-``YYYY-MM-DD``, TIMESTAMP_NTZ as ISO 8601 with microseconds (``2014-01-01T16:00:00.000000``),
-TIMESTAMP_TZ the same in UTC with ``+00:00``. FLOAT NaN and infinities, which JSON numbers cannot
-hold, are the strings ``"NaN"``, ``"inf"`` and ``"-inf"``: Snowflake's own spellings of them.
+``YYYY-MM-DD``, TIME as ``HH:MM:SS.ffffff``, TIMESTAMP_NTZ as ISO 8601 with microseconds
+(``2014-01-01T16:00:00.000000``), TIMESTAMP_LTZ and TIMESTAMP_TZ the same in UTC with ``+00:00`` (an
+argument is the value's instant: a TIMESTAMP_TZ's offset stays in its table), BINARY as upper-case hex
+text (how Snowflake writes BINARY in JSON). FLOAT NaN and infinities, which JSON numbers cannot hold,
+are the strings ``"NaN"``, ``"inf"`` and ``"-inf"``: Snowflake's own spellings of them.
 
 Results: see ``converter``. A value that does not convert makes ``Unconvertible``, whose reason
 names the expected type and the JSON kind received, never the value.
@@ -17,7 +19,7 @@ import json
 import math
 import re
 from collections.abc import Callable
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, time
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -39,6 +41,7 @@ _SPECIAL_FLOATS = {
     "-inf": -math.inf,
     "-infinity": -math.inf,
 }
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 # Snowflake's strings for booleans (its TO_BOOLEAN), lower-cased.
 _TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
 _FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
@@ -78,10 +81,12 @@ def encode_column(array: pa.Array | pa.ChunkedArray, column: Column) -> tuple[li
         return _encode_variants(values)
     if kind == "DATE":
         return [b"null" if v is None else b'"%s"' % v.isoformat().encode() for v in values], {}
-    if kind in ("TIMESTAMP_NTZ", "TIMESTAMP_TZ"):
+    if kind in ("TIME", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "TIMESTAMP_TZ"):
         return [
             b"null" if v is None else b'"%s"' % v.isoformat(timespec="microseconds").encode() for v in values
         ], {}
+    if kind == "BINARY":
+        return [b"null" if v is None else b'"%s"' % v.hex().upper().encode() for v in values], {}
     raise ValueError(f"external functions do not take {column.sql_type} arguments")
 
 
@@ -149,7 +154,10 @@ def converter(column: Column) -> Callable[[Any], Any]:
     - BOOLEAN: booleans, Snowflake's boolean strings (true/false, yes/no, on/off, t/f, y/n, 1/0)
       and numbers (0 is false).
     - DATE, TIMESTAMP_*: ISO 8601 strings, or RFC 2822 ones like the seed's example; TIMESTAMP_NTZ
-      keeps the wall-clock time of a string with an offset, TIMESTAMP_TZ reads one without as UTC.
+      keeps the wall-clock time of a string with an offset, TIMESTAMP_TZ and _LTZ read one without as
+      UTC (a returned TIMESTAMP_TZ is its instant, shown in UTC).
+    - TIME: ISO 8601 times (``HH:MM[:SS[.ffffff]]``, an offset dropped).
+    - BINARY: hex strings (either case); BINARY(n) fails past n bytes.
     - VARIANT: any JSON value, kept as its JSON text.
     """
     kind = column.type
@@ -165,8 +173,12 @@ def converter(column: Column) -> Callable[[Any], Any]:
         return _to_date
     if kind == "TIMESTAMP_NTZ":
         return lambda value: _to_timestamp(value).replace(tzinfo=None)
-    if kind == "TIMESTAMP_TZ":
+    if kind in ("TIMESTAMP_TZ", "TIMESTAMP_LTZ"):
         return _to_utc_timestamp
+    if kind == "TIME":
+        return _to_time
+    if kind == "BINARY":
+        return _binary_converter(column)
     if kind == "VARIANT":
         return lambda value: _utf8(json_text(value), column)
     raise ValueError(f"external functions do not return {column.sql_type}")
@@ -303,6 +315,32 @@ def _to_timestamp(value: Any) -> datetime:
         return parsedate_to_datetime(text)
     except (ValueError, TypeError, IndexError):
         raise Unconvertible("expected TIMESTAMP, got a string that is not a timestamp") from None
+
+
+def _to_time(value: Any) -> time:
+    if not isinstance(value, str):
+        raise _expected("TIME", value)
+    try:
+        return time.fromisoformat(value.strip()).replace(tzinfo=None)
+    except ValueError:
+        raise Unconvertible("expected TIME, got a string that is not a time") from None
+
+
+def _binary_converter(column: Column) -> Callable[[Any], bytes]:
+    sql_type = column.sql_type
+
+    def convert(value: Any) -> bytes:
+        if not isinstance(value, str):
+            raise _expected(sql_type, value)
+        # bytes.fromhex alone would also take spaces between the bytes.
+        if len(value) % 2 or not all(c in _HEX_DIGITS for c in value):
+            raise Unconvertible(f"expected {sql_type}, got a string that is not hex")
+        data = bytes.fromhex(value)
+        if column.precision is not None and len(data) > column.precision:
+            raise Unconvertible(f"the binary value is longer than {sql_type} allows")
+        return data
+
+    return convert
 
 
 def _to_utc_timestamp(value: Any) -> datetime:

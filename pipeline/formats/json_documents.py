@@ -1,13 +1,28 @@
-"""JSON: decompressed bytes -> one string column ``c1`` holding each document's text as written.
+"""JSON: decompressed bytes -> one string column ``c1`` holding each document's text.
 
 A document that does not parse is a 100069 RowError and the next line starts over. A record is a
-document, or an element of a top-level array with STRIP_OUTER_ARRAY.
+document, or an element of a top-level array with STRIP_OUTER_ARRAY. A document keeps its text as
+written unless an option changes its value:
+
+- ALLOW_DUPLICATE = FALSE (the default): an object naming a key twice is an error of its document,
+  ``Error parsing JSON: duplicate object attribute "a", pos 31`` as Snowflake's PARSE_JSON says it
+  (pos: the character after the second key's closing quote, counted from the document's start).
+  TRUE: the key's last value is kept (the document is written again without the others).
+- STRIP_NULL_VALUES = TRUE: object fields whose value is null are removed. An array element that is
+  null stays null: Snowflake leaves an empty ("undefined") slot in its place (``[null,null,3]`` shows
+  as ``[,,3]``, still three elements), which JSON text cannot hold, so Floe keeps the element's place
+  and its null.
+- REPLACE_INVALID_CHARACTERS / IGNORE_UTF8_ERRORS = TRUE: each invalid UTF-8 sequence becomes
+  U+FFFD instead of failing the file.
+- ENABLE_OCTAL = TRUE: a number written with a leading zero (``010``) is octal (8).
+- MULTI_LINE = FALSE: a document that spans lines is an error of its record.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pyarrow as pa
 
@@ -16,6 +31,8 @@ from pipeline.formats.raw import CODE_JSON_PARSE, RawFile, RowError, utf8_error
 
 _JSON_WS = re.compile(r"[ \t\n\r]*")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# An integer with a leading zero outside strings (ENABLE_OCTAL). Possessive: linear whatever follows.
+_OCTAL = re.compile(r"(?<![\w.+\-])(-?)0([0-7]++)(?![\w.])")
 
 
 def read_json(body: bytes, fmt: FileFormat, path: str) -> RawFile:
@@ -23,8 +40,13 @@ def read_json(body: bytes, fmt: FileFormat, path: str) -> RawFile:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise utf8_error(body, path, 1) from exc
-    scanner = _JsonScanner(text, fmt.strip_outer_array)
+        if not (fmt.replace_invalid_characters or fmt.ignore_utf8_errors):
+            raise utf8_error(body, path, 1) from exc
+        # One U+FFFD per invalid sequence (Python's "replace" follows Unicode's maximal subparts).
+        text = body.decode("utf-8", "replace")
+    if fmt.enable_octal:
+        text = octal_to_decimal(text)
+    scanner = _JsonScanner(text, fmt)
     scanner.run()
     return RawFile(
         table=pa.table({"c1": pa.array(scanner.docs, pa.string())}),
@@ -72,10 +94,15 @@ class _JsonScanner:
     a syntax error inside it ends the array (its remaining elements cannot be delimited reliably).
     """
 
-    def __init__(self, text: str, strip_outer_array: bool) -> None:
+    def __init__(self, text: str, fmt: FileFormat) -> None:
         self.text = text
-        self.strip_outer_array = strip_outer_array
-        self.decoder = json.JSONDecoder()
+        self.strip_outer_array = fmt.strip_outer_array
+        self.allow_duplicate = fmt.allow_duplicate
+        self.strip_null_values = fmt.strip_null_values
+        self.multi_line = fmt.multi_line
+        self.duplicated = False
+        """The document being decoded named a key twice (ALLOW_DUPLICATE = TRUE kept the last)."""
+        self.decoder = json.JSONDecoder(object_pairs_hook=self._object)
         self.escaped_surrogates = _SURROGATE_ESCAPE.search(text) is not None
         self.docs: list[str] = []
         self.rows: list[int] = []
@@ -118,8 +145,18 @@ class _JsonScanner:
             )
         )
 
+    def _object(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        """The decoder's object hook: a dict, and a note (or an error) when a key repeats."""
+        obj = dict(pairs)
+        if len(obj) != len(pairs):
+            if not self.allow_duplicate:
+                raise _DuplicateKey
+            self.duplicated = True
+        return obj
+
     def take(self, start: int) -> int | None:
         """Decode the value at ``start``; record it (or its error). Returns its end, None on error."""
+        self.duplicated = False
         try:
             value, end = self.decoder.raw_decode(self.text, start)
         except json.JSONDecodeError as exc:
@@ -128,6 +165,15 @@ class _JsonScanner:
         except RecursionError:
             self.fail(start, "Document nested too deeply", start)
             return None
+        except _DuplicateKey:
+            key, pos = _first_duplicate(self.text, start)
+            self.fail(start, f'duplicate object attribute "{key}"', pos)
+            return None
+        if not self.multi_line:
+            newline = self.text.find("\n", start, end)
+            if newline >= 0:
+                self.fail(start, "a record spans lines (MULTI_LINE = FALSE)", newline)
+                return int(end)
         if self.escaped_surrogates:
             # Python accepts a lone UTF-16 surrogate escape; DuckDB's parser (the transform) does not.
             try:
@@ -135,9 +181,16 @@ class _JsonScanner:
             except (UnicodeEncodeError, RecursionError):
                 self.fail(start, "Invalid Unicode escape (lone surrogate)", start)
                 return None
+        doc = self.text[start:end]
+        rewrite = self.duplicated
+        if self.strip_null_values and "null" in doc:
+            value, stripped = _strip_nulls(value)
+            rewrite = rewrite or stripped
+        if rewrite:
+            doc = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         self.rows.append(self.ordinal())
         self.lines.append(self.line_at(start))
-        self.docs.append(self.text[start:end])
+        self.docs.append(doc)
         return int(end)
 
     def run(self) -> None:
@@ -180,3 +233,95 @@ class _JsonScanner:
             pos = self.skip_ws(self.next_line(pos))
             if pos < n and text[pos] == "]":
                 return pos + 1
+
+
+class _DuplicateKey(Exception):
+    """An object named a key twice (ALLOW_DUPLICATE = FALSE); ``_first_duplicate`` says which."""
+
+
+def _strip_nulls(value: Any) -> tuple[Any, bool]:
+    """STRIP_NULL_VALUES: value without the object fields that are null (array elements stay: see
+    the module's docstring), and whether anything was removed."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        changed = False
+        for k, v in value.items():
+            if v is None:
+                changed = True
+                continue
+            out[k], sub = _strip_nulls(v)
+            changed = changed or sub
+        return out, changed
+    if isinstance(value, list):
+        items = [_strip_nulls(v) for v in value]
+        return [v for v, _ in items], any(c for _, c in items)
+    return value, False
+
+
+def _string_end(text: str, quote: int) -> int:
+    """Index of the quote closing the JSON string that opens at ``quote`` (len(text) if none)."""
+    pos = quote + 1
+    while True:
+        end = text.find('"', pos)
+        if end < 0:
+            return len(text)
+        backslashes = 0
+        while text[end - 1 - backslashes] == "\\":
+            backslashes += 1
+        if backslashes % 2 == 0:
+            return end
+        pos = end + 1
+
+
+def _first_duplicate(text: str, start: int) -> tuple[str, int]:
+    """The first key (in text order) that an object of the document at ``start`` names twice, and
+    the index just after its closing quote (Snowflake's pos, once made relative). Only run on a document the
+    decoder found a duplicate in, so it is known to be valid JSON up to that key."""
+    stack: list[set[str] | None] = []  # per open container: the object's keys, None for an array
+    expect_key = False
+    pos = start
+    n = len(text)
+    while pos < n:
+        ch = text[pos]
+        if ch == '"':
+            end = _string_end(text, pos)
+            if expect_key and stack and stack[-1] is not None:
+                key = json.loads(text[pos : end + 1])
+                keys = stack[-1]
+                if key in keys:
+                    return key, end + 1
+                keys.add(key)
+            expect_key = False
+            pos = end + 1
+            continue
+        if ch == "{":
+            stack.append(set())
+            expect_key = True
+        elif ch == "[":
+            stack.append(None)
+        elif ch in "}]":
+            stack.pop()
+            if not stack:
+                break
+        elif ch == ",":
+            expect_key = bool(stack) and stack[-1] is not None
+        pos += 1
+    return "", start
+
+
+def octal_to_decimal(text: str) -> str:
+    """ENABLE_OCTAL: integers written with a leading zero (``010``, ``-07``) rewritten in decimal,
+    outside strings. Linear: strings are skipped with ``str.find``, the rest searched by ``_OCTAL``."""
+    out: list[str] = []
+    pos = 0
+    n = len(text)
+    while pos < n:
+        quote = text.find('"', pos)
+        stop = n if quote < 0 else quote
+        out.append(_OCTAL.sub(lambda m: m.group(1) + str(int(m.group(2), 8)), text[pos:stop]))
+        if quote < 0:
+            break
+        end = min(_string_end(text, quote) + 1, n)
+        out.append(text[quote:end])
+        pos = end
+    return "".join(out)

@@ -1,9 +1,9 @@
 """What a reader makes of a staged file: the raw table, its unparseable records, whole-file failures.
 
-Whole-file failures (corrupt compression, invalid UTF-8 in CSV/JSON, unreadable Parquet, unsupported
+Whole-file failures (corrupt compression, invalid UTF-8 in JSON, unreadable Parquet, unsupported
 options) raise ``floe.errors.FileLoadError``; ``FileParseError`` when the failure has a place (the
-line, character and CSV field of the first invalid UTF-8 byte). In Parquet, a string value that is
-not UTF-8 is a RowError of its row. A zero-byte file is 0 rows and no error in every format.
+line and character of the first invalid UTF-8 byte). In CSV and Parquet, a value that is not UTF-8
+is a RowError of its row (decision 70). A zero-byte file is 0 rows and no error in every format.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ CODE_EXTRA_FIELD = "100016"
 CODE_JSON_PARSE = "100069"
 CODE_INVALID_UTF8 = "100000"
 """Snowflake's code for invalid UTF-8 is not documented; Floe's code for errors it cannot classify."""
+CODE_MULTI_LINE = "100000"
+"""A record delimiter inside a CSV field with MULTI_LINE = FALSE: Snowflake's code is not documented."""
 
 UTF8_BOM = b"\xef\xbb\xbf"
 
@@ -76,7 +78,9 @@ class RawFile:
     path: str = ""
     """File path, for messages."""
     data: bytes = field(default=b"", repr=False)
-    """Decompressed file contents (CSV/JSON), kept to locate error positions and to re-read."""
+    """Decompressed file contents (JSON), or its text converted to UTF-8 (CSV: ``fmt`` then says
+    UTF8, and bytes that did not decode are marked, see ``pipeline.chunks``), kept to locate error
+    positions and to re-read."""
     fmt: FileFormat = field(default_factory=FileFormat, repr=False)
     """Format options the file was read with."""
     width: int = 0
@@ -86,6 +90,9 @@ class RawFile:
     lines above are local to the part, and METADATA$FILE_ROW_NUMBER adds this."""
     line_offset: int = 0
     """Physical lines before this part of the file; load history adds this to error lines."""
+    lines: int = 0
+    """CSV: the lines the bytes span (newlines, or the RECORD_DELIMITER when it is another), so the
+    parts of a streamed file after this one know their ``line_offset``."""
 
     @property
     def num_rows(self) -> int:

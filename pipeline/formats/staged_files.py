@@ -1,7 +1,8 @@
 """A staged file's bytes -> a RawFile: undo the compression, then hand the body to its format's reader.
 
 COMPRESSION: AUTO recognises gzip, bzip2 and zstd by magic bytes; GZIP, BZ2, ZSTD, BROTLI, DEFLATE,
-RAW_DEFLATE and NONE can be forced. A UTF-8 byte order mark is skipped. Decompression is incremental
+RAW_DEFLATE and NONE can be forced. A UTF-8 byte order mark is skipped unless SKIP_BYTE_ORDER_MARK =
+FALSE (CSV: after ENCODING is converted to UTF-8, by the CSV reader). Decompression is incremental
 and bounded (``max_bytes``), so a decompression bomb fails its file (PartTooLarge) instead of
 filling the worker's memory.
 """
@@ -14,8 +15,10 @@ import sys
 from floe.catalog.models import FileFormat
 from floe.errors import FileLoadError
 from pipeline.chunks import PartTooLarge, compression_of, decompressed, read_bounded
+from pipeline.formats.avro_records import read_avro
 from pipeline.formats.csv_records import read_csv
 from pipeline.formats.json_documents import read_json
+from pipeline.formats.orc_rows import read_orc
 from pipeline.formats.parquet_rows import read_parquet
 from pipeline.formats.raw import UTF8_BOM, RawFile
 
@@ -38,11 +41,17 @@ def read_raw(
         compression = "AUTO" if data.startswith(_GZIP_MAGIC) else "NONE"
         body = _decompress(data, compression, path, max_bytes, "Parquet")
         return read_parquet(body, fmt, path, max_bytes)
+    if kind == "ORC":  # compressed internally too, and Snowflake has no COMPRESSION option for it
+        compression = "AUTO" if data.startswith(_GZIP_MAGIC) else "NONE"
+        return read_orc(_decompress(data, compression, path, max_bytes, "ORC"), fmt, path, max_bytes)
+    if kind == "AVRO":  # COMPRESSION is the whole file's; the blocks' codec is undone by read_avro
+        body = _decompress(data, fmt.compression, path, max_bytes, "Avro")
+        return read_avro(body, fmt, path, max_bytes)
     body = _decompress(data, fmt.compression, path, max_bytes, "JSON" if kind == "JSON" else "")
-    if body.startswith(UTF8_BOM):  # SKIP_BYTE_ORDER_MARK = TRUE (Snowflake's default)
-        body = body[len(UTF8_BOM) :]
-    if kind == "CSV":
+    if kind == "CSV":  # converts ENCODING to UTF-8, then drops a byte-order mark (or keeps it)
         return read_csv(body, fmt, path, columns)
+    if fmt.skip_byte_order_mark and body.startswith(UTF8_BOM):
+        body = body[len(UTF8_BOM) :]  # SKIP_BYTE_ORDER_MARK = FALSE: the JSON reader meets it
     if kind == "JSON":
         return read_json(body, fmt, path)
     raise FileLoadError(f"Unsupported file format type '{fmt.type}'", file=path)

@@ -21,6 +21,14 @@ Modules, each importing only those listed before it:
 from pipeline.transform.compiler import compile_copy
 from pipeline.transform.connections import new_connection
 from pipeline.transform.file_copy import FileCopy, apply_copy, failed_file
-from pipeline.transform.plan import CompiledCopy
+from pipeline.transform.plan import CompiledCopy, FileInfo
 
-__all__ = ["CompiledCopy", "FileCopy", "apply_copy", "compile_copy", "failed_file", "new_connection"]
+__all__ = [
+    "CompiledCopy",
+    "FileCopy",
+    "FileInfo",
+    "apply_copy",
+    "compile_copy",
+    "failed_file",
+    "new_connection",
+]

@@ -9,6 +9,7 @@ Parquet queries are bound per file, against its column types.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 import duckdb
@@ -18,7 +19,7 @@ from sqlglot.errors import SqlglotError
 from floe.catalog.models import Column, CopySpec, ExternalFunction, FileFormat, Table
 from floe.errors import CompilationError, FileLoadError
 from floe.types import arrow_schema
-from pipeline.formats import check_csv_options
+from pipeline.formats import COLUMNAR_FORMATS, check_csv_options
 from pipeline.transform.connections import COMPILE_LOCK, compile_connection
 from pipeline.transform.dialect import ident, lit
 from pipeline.transform.expressions import ExprCompiler
@@ -61,7 +62,10 @@ def compile_copy(
         parquet_columns=tuple(planner.parquet_columns),
         parquet_row=planner.parquet_row,
         metadata=planner.metadata,
+        file_info=planner.file_info,
         calls=tuple(planner.calls),
+        exact_names=copy.match_by_column_name == "CASE_SENSITIVE",
+        truncate_columns=copy.truncate_columns,
     )
     if kind in ("CSV", "JSON"):
         # The raw table's shape is known now: bind the query once, so mistakes fail CREATE PIPE.
@@ -70,13 +74,15 @@ def compile_copy(
 
 
 def _check_format(kind: str, fmt: FileFormat) -> None:
-    if kind not in ("CSV", "JSON", "PARQUET"):
+    if kind not in ("CSV", "JSON", *COLUMNAR_FORMATS):
         raise CompilationError(f"Unsupported file format type '{kind}'")
     if kind == "CSV":
         try:
             check_csv_options(fmt, "")
         except FileLoadError as exc:
             raise CompilationError(exc.message) from exc
+    elif fmt.encoding != "UTF8":  # a pipe's ENCODING over a stage's TYPE: only CSV converts
+        raise CompilationError(f"ENCODING applies to TYPE = CSV only; TYPE = {kind} is read as UTF-8")
 
 
 def _bind(compiled: CompiledCopy) -> None:
@@ -111,10 +117,14 @@ def _target_column(table: Table, name: str) -> Column:
         raise CompilationError(f"invalid identifier '{name}'") from None
 
 
-def _json_key_sql(name: str, as_json: bool) -> str:
-    """Plain JSON COPY into several columns: the document's key named like the column, any case."""
+def _json_key_sql(name: str, as_json: bool, exact: bool = False) -> str:
+    """Plain JSON COPY into several columns: the document's key named like the column, any case
+    (``exact``: in the column's case only, MATCH_BY_COLUMN_NAME = CASE_SENSITIVE)."""
     fn = "json_extract" if as_json else "json_extract_string"
     doc = ident("c1")
+    if exact:
+        # A quoted path step names one key whatever it holds: dots, brackets, quotes (escaped).
+        return f"{fn}({doc}, {lit('$.' + json.dumps(name))})"
     lower = name.lower()
     tries = [f"{fn}({doc}, {lit(lower)})"]
     if name != lower:
@@ -145,6 +155,7 @@ class _Planner:
         self.parquet_columns: list[str] = []
         self.parquet_row = False
         self.metadata = False
+        self.file_info = False
         self.max_field = 0
 
     def plans(self) -> list[ColumnPlan]:
@@ -163,6 +174,8 @@ class _Planner:
     def _plan(self, i: int, col: Column) -> ColumnPlan:
         if self.copy.select is not None:
             return self._select_plan(self.copy.select[i], col)
+        if self.copy.match_by_column_name != "NONE":
+            return self._by_name(col)
         if self.kind == "CSV":
             self.max_field = len(self.targets)
             return ColumnPlan(col, *self._place(col), ident(f"c{i + 1}"), fields=(i + 1,))
@@ -180,6 +193,22 @@ class _Planner:
         self.parquet_columns.append(name)
         return ColumnPlan(col, *self._place(col), ident(name))
 
+    def _by_name(self, col: Column) -> ColumnPlan:
+        """MATCH_BY_COLUMN_NAME: the file's column (JSON: top-level key) named like ``col``, or the
+        METADATA$ column INCLUDE_METADATA gives it (which wins over a file column of that name)."""
+        meta = self.copy.include_metadata.get(col.name)
+        if meta is not None:
+            return self._select_plan(meta, col)
+        exact = self.copy.match_by_column_name == "CASE_SENSITIVE"
+        if self.kind == "JSON":
+            is_variant = col.type == "VARIANT"
+            key = _json_key_sql(col.name, is_variant, exact)
+            return ColumnPlan(col, *self._place(col), key, json_text=is_variant)
+        name = col.name if exact else col.name.lower()
+        if name not in self.parquet_columns:
+            self.parquet_columns.append(name)
+        return ColumnPlan(col, *self._place(col), ident(name))
+
     def _select_plan(self, item: str, col: Column) -> ColumnPlan:
         try:
             node = sqlglot.parse_one(item, read="snowflake")
@@ -190,6 +219,7 @@ class _Planner:
         self.parquet_columns += [c for c in comp.parquet_columns if c not in self.parquet_columns]
         self.parquet_row = self.parquet_row or comp.parquet_row
         self.metadata = self.metadata or comp.metadata
+        self.file_info = self.file_info or comp.file_info
         self.max_field = max([self.max_field, *comp.fields])
         return ColumnPlan(
             col,

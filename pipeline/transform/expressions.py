@@ -20,21 +20,27 @@ from floe.catalog.calls import call_key, site_of
 from floe.catalog.models import Column, ExternalFunction, FileFormat
 from floe.errors import CompilationError
 from floe.types import parse_column_type
+from pipeline.formats import COLUMNAR_FORMATS
 from pipeline.transform.conversion import nested_conversion
 from pipeline.transform.dialect import DIALECT, FloeFragment, ident
 from pipeline.transform.plan import (
+    CONTENT_KEY_COLUMN,
     EXTERNAL_COLUMN_PREFIX,
     FILENAME_COLUMN,
+    LAST_MODIFIED_COLUMN,
     PARQUET_ROW_COLUMN,
     ROW_NUMBER_COLUMN,
     SCAN_TIME_COLUMN,
     ExternalCall,
 )
 
+_FILE_INFO = ("METADATA$FILE_CONTENT_KEY", "METADATA$FILE_LAST_MODIFIED")
 _METADATA = {
     "METADATA$FILENAME": ident(FILENAME_COLUMN),
     "METADATA$FILE_ROW_NUMBER": ident(ROW_NUMBER_COLUMN),
     "METADATA$START_SCAN_TIME": ident(SCAN_TIME_COLUMN),
+    "METADATA$FILE_CONTENT_KEY": ident(CONTENT_KEY_COLUMN),
+    "METADATA$FILE_LAST_MODIFIED": ident(LAST_MODIFIED_COLUMN),
 }
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg)
 _COMPARISON = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
@@ -66,9 +72,14 @@ _ANON_CONVERSIONS: dict[str, tuple[str, bool]] = {
     "TRY_TO_TIMESTAMP": ("TIMESTAMP_NTZ", True),
     "TRY_TO_TIMESTAMP_NTZ": ("TIMESTAMP_NTZ", True),
     "TO_TIMESTAMP_TZ": ("TIMESTAMP_TZ", False),
-    "TO_TIMESTAMP_LTZ": ("TIMESTAMP_TZ", False),
+    "TO_TIMESTAMP_LTZ": ("TIMESTAMP_LTZ", False),
     "TRY_TO_TIMESTAMP_TZ": ("TIMESTAMP_TZ", True),
-    "TRY_TO_TIMESTAMP_LTZ": ("TIMESTAMP_TZ", True),
+    "TRY_TO_TIMESTAMP_LTZ": ("TIMESTAMP_LTZ", True),
+    "TO_TIME": ("TIME", False),
+    "TIME": ("TIME", False),
+    "TRY_TO_TIME": ("TIME", True),
+    "TO_BINARY": ("BINARY", False),
+    "TRY_TO_BINARY": ("BINARY", True),
     "TO_VARIANT": ("VARIANT", False),
     "TO_BOOLEAN": ("BOOLEAN", False),
     "TRY_TO_BOOLEAN": ("BOOLEAN", True),
@@ -103,6 +114,10 @@ def _conversion_of(node: exp.Expr) -> _ConversionCall | None:
         return node.this, ("NUMBER", precision, scale), bool(node.args.get("safe"))
     if isinstance(node, exp.ToDouble) and node.args.get("format") is None:
         return node.this, ("FLOAT", None, None), bool(node.args.get("safe"))
+    if isinstance(node, exp.TsOrDsToTime) and node.args.get("format") is None:  # TO_TIME, TRY_TO_TIME
+        return node.this, ("TIME", None, None), bool(node.args.get("safe"))
+    if isinstance(node, exp.ToBinary) and node.args.get("format") is None:  # TO_BINARY, TRY_TO_BINARY
+        return node.this, ("BINARY", None, None), bool(node.args.get("safe"))
     if isinstance(node, exp.ToBoolean):
         return node.this, ("BOOLEAN", None, None), bool(node.args.get("safe"))
     if isinstance(node, exp.ToChar) and node.args.get("format") is None:
@@ -192,6 +207,7 @@ class ExprCompiler:
         self.parquet_columns: list[str] = []
         self.parquet_row = False
         self.metadata = False
+        self.file_info = False
         self.volatile = False
         self.json_text = False
 
@@ -338,7 +354,7 @@ class ExprCompiler:
 
     def _path(self, n: int, parts: list[exp.Expr], as_json: bool) -> exp.Expr:
         """``$n:a.b[0]``: text extraction, or JSON when the value goes into a VARIANT or JSON function."""
-        if self.fmt_type == "PARQUET":
+        if self.fmt_type in COLUMNAR_FORMATS:  # Parquet, Avro, ORC: $1:col is the file's column
             base, rest = self._parquet_base(n, parts)
             if rest is None:
                 return self._ph(base, leaf=True)
@@ -355,10 +371,10 @@ class ExprCompiler:
     def _parquet_base(self, n: int, parts: list[exp.Expr]) -> tuple[str, list[exp.Expr] | None]:
         """The file column a Parquet path starts with, and the path within it (None: the column itself)."""
         if n != 1:
-            raise CompilationError(f"invalid identifier '${n}': PARQUET files have only $1")
+            raise CompilationError(f"invalid identifier '${n}': {self.fmt_type} files have only $1")
         keys = [p for p in parts if not isinstance(p, exp.JSONPathRoot)]
         if not keys or not isinstance(keys[0], exp.JSONPathKey):
-            raise CompilationError("a Parquet path must start with a column name, as in $1:col")
+            raise CompilationError(f"a {self.fmt_type} path must start with a column name, as in $1:col")
         name = str(keys[0].this).lower()
         if name not in self.parquet_columns:
             self.parquet_columns.append(name)
@@ -380,6 +396,7 @@ class ExprCompiler:
         name = node.name.upper()
         if name in _METADATA:
             self.metadata = self.metadata or name != "METADATA$FILE_ROW_NUMBER"
+            self.file_info = self.file_info or name in _FILE_INFO
             return self._ph(_METADATA[name], const=True)
         if name.startswith("METADATA$"):
             raise CompilationError(f"{name} is not supported by Floe")

@@ -6,11 +6,17 @@ rejected get the complete Snowflake rule, in a second query on just those rows; 
 message costs one more one-row query.
 
 ON_ERROR then decides the file's fate (see ``FileCopy.result``), on the whole file's counts.
+
+Every error of the file is kept too, in file order, up to ``max_errors`` (the setting
+``pipeline.max_errors_per_file``): each bad record's message, place, code and text, which the
+registrar stores with the file's outcome and VALIDATE_PIPE_LOAD shows. A described row error costs
+the one-row query its message takes, so the cap also bounds the time a file of bad rows costs.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 from dataclasses import dataclass, replace
 
@@ -20,8 +26,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from floe.errors import FileLoadError
+from floe.history import REJECTED_RECORD_CHARS, ErrorDetail
 from floe.records import LoadOutcome
-from floe.types import duckdb_type
+from floe.types import duckdb_type, offset_column
 from pipeline.formats import (
     CODE_END_OF_RECORD,
     CODE_EXTRA_FIELD,
@@ -40,7 +47,7 @@ from pipeline.transform.messages import (
     field_character,
     first_line,
 )
-from pipeline.transform.plan import INPUT_VIEW, CompiledCopy, FileQuery
+from pipeline.transform.plan import INPUT_VIEW, CompiledCopy, FileInfo, FileQuery
 from pipeline.transform.query import input_table, query_for, query_params, source_sql
 from pipeline.transform.remote_calls import CallErrors, RemoteCalls, add_call_values
 
@@ -52,6 +59,64 @@ class _FirstError:
     column: str | None
     message: str
     code: str
+
+
+MAX_ERRORS_PER_FILE = 100
+"""Errors kept per file unless the caller says otherwise (``pipeline.max_errors_per_file``)."""
+
+SQL_STATES: dict[str, str] = {
+    "100035": "22007",
+    "100037": "22018",
+    "100038": "22018",
+    "100039": "22003",
+    "100040": "22007",
+    "100051": "22012",
+    "100074": "54000",
+}
+"""The SQLSTATE of each error code whose state Snowflake's messages show (copy-reference.md, section
+4); the others, parse errors and NOT NULL among them, are 22000, as in Snowflake's validation output."""
+
+
+def sql_state(code: str | None) -> str | None:
+    """The SQLSTATE of an error code."""
+    return None if code is None else SQL_STATES.get(code, "22000")
+
+
+class _Lines:
+    """Where the physical lines of one part's bytes start, found once for all its errors."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._starts: np.ndarray | None = None
+
+    def start(self, line: int) -> int | None:
+        """Byte offset where 1-based physical line ``line`` starts; None when there is none."""
+        if not self._data or line < 1:
+            return None
+        if self._starts is None:
+            newlines = np.flatnonzero(np.frombuffer(self._data, dtype=np.uint8) == 10)
+            self._starts = np.concatenate(([0], newlines + 1))
+        if line > len(self._starts) or self._starts[line - 1] >= len(self._data):
+            return None
+        return int(self._starts[line - 1])
+
+    def text(self, line: int) -> str | None:
+        """The text of a physical line (without its line break), cut at ``REJECTED_RECORD_CHARS``."""
+        start = self.start(line)
+        if start is None:
+            return None
+        end = self._data.find(b"\n", start)
+        raw = self._data[start : end if end >= 0 else len(self._data)]
+        text = raw[: REJECTED_RECORD_CHARS * 4].decode("utf-8", "replace").rstrip("\r")
+        return text[:REJECTED_RECORD_CHARS]
+
+    def byte_offset(self, line: int, character: int) -> int | None:
+        """Byte offset of 1-based ``character`` of ``line`` within these bytes."""
+        start = self.start(line)
+        text = self.text(line)
+        if start is None or text is None:
+            return None
+        return start + len(text[: max(0, character - 1)].encode())
 
 
 def _fit_width(compiled: CompiledCopy, raw: RawFile) -> RawFile:
@@ -101,12 +166,28 @@ def failed_file(compiled: CompiledCopy, exc: FileLoadError, filename: str) -> Lo
     character and target column, as for a row error.
     """
     if not isinstance(exc, FileParseError):
-        return LoadOutcome.failed(filename, exc.message)
+        return LoadOutcome.failed(filename, exc.message, detail=ErrorDetail(exc.message, category="parsing"))
     column = (
         _field_column(compiled, exc.field) if exc.field is not None and compiled.format == "CSV" else None
     )
+    detail = ErrorDetail(
+        exc.message,
+        line=exc.line,
+        character=exc.character,
+        category="parsing",
+        code=exc.code,
+        sql_state=sql_state(exc.code),
+        column_name=column,
+        row_start_line=exc.line,
+    )
     return LoadOutcome.failed(
-        filename, exc.message, code=exc.code, line=exc.line, character=exc.character, column=column
+        filename,
+        exc.message,
+        code=exc.code,
+        line=exc.line,
+        character=exc.character,
+        column=column,
+        detail=detail,
     )
 
 
@@ -160,6 +241,8 @@ def apply_copy(
     filename: str,
     con: duckdb.DuckDBPyConnection | None = None,
     remote: RemoteCalls | None = None,
+    info: FileInfo | None = None,
+    max_errors: int = MAX_ERRORS_PER_FILE,
 ) -> tuple[pa.Table, LoadOutcome]:
     """Transform one parsed file into rows of the target table and its load-history result.
 
@@ -168,9 +251,10 @@ def apply_copy(
     ``new_connection()``. Pass a ``new_connection()`` too: it is the sandboxed one (a plain
     connection also works, set to UTC, but it can read files if an expression ever reached them).
     ``remote``: how to call the external functions the COPY calls. Raises FileLoadError only for
-    failures of the whole file.
+    failures of the whole file. ``info``: the file's ETag and last-modified time, when the COPY
+    reads them (``compiled.file_info``). ``max_errors``: the errors whose detail the outcome keeps.
     """
-    copy = FileCopy(compiled, filename, remote)
+    copy = FileCopy(compiled, filename, remote, info, max_errors=max_errors)
     rows = copy.add(raw, con)
     result = copy.result()
     if result.status == "LOAD_FAILED":
@@ -186,14 +270,27 @@ class FileCopy:
     early when the file can no longer load, so a streaming caller can stop writing its rows.
     """
 
-    def __init__(self, compiled: CompiledCopy, filename: str, remote: RemoteCalls | None = None) -> None:
+    def __init__(
+        self,
+        compiled: CompiledCopy,
+        filename: str,
+        remote: RemoteCalls | None = None,
+        info: FileInfo | None = None,
+        *,
+        max_errors: int = MAX_ERRORS_PER_FILE,
+    ) -> None:
         self.compiled = compiled
         self.filename = filename
         self.remote = remote
+        self.info = info
+        self.max_errors = max(0, max_errors)
         self.rows_parsed = 0
         self.rows_good = 0
         self.errors = 0
         self.first: _FirstError | None = None
+        self.details: list[ErrorDetail] = []
+        """The file's errors in file order, at most ``max_errors``."""
+        self._bytes_before = 0
 
     def add(self, raw: RawFile, con: duckdb.DuckDBPyConnection | None = None) -> pa.Table:
         """Transform one part; returns its good rows (``compiled.schema``), whatever ON_ERROR says."""
@@ -205,8 +302,12 @@ class FileCopy:
         first = _first_parse_error(parse_errors)
         bad = np.zeros(n, dtype=bool)
         result: pa.Table | None = None
+        described: list[tuple[int, _FirstError]] = []
         if n > 0:
-            result, bad, first = self._transform(raw, con, first)
+            result, bad, described = self._transform(raw, con)
+        if described and (first is None or described[0][1].line < first.line):
+            first = described[0][1]
+        self._keep(raw, parse_errors, described)
         n_bad = int(bad.sum())
         self.rows_parsed += raw.rows_parsed
         self.errors += len(parse_errors) + n_bad
@@ -224,20 +325,63 @@ class FileCopy:
         )
 
     def _transform(
-        self, raw: RawFile, con: duckdb.DuckDBPyConnection, first: _FirstError | None
-    ) -> tuple[pa.Table, np.ndarray, _FirstError | None]:
-        """Run the part's rows through DuckDB: the result, its error mask, and the part's first error
-        (``first``, a parse error, unless a row error comes earlier)."""
-        run = _FileRun.start(self.compiled, raw, con, self.filename, self.remote)
+        self, raw: RawFile, con: duckdb.DuckDBPyConnection
+    ) -> tuple[pa.Table, np.ndarray, list[tuple[int, _FirstError]]]:
+        """Run the part's rows through DuckDB: the result, its error mask, and its first bad rows
+        described (row index, error): as many as the file may still keep, and at least the first."""
+        run = _FileRun.start(self.compiled, raw, con, self.filename, self.remote, self.info)
         bad = np.zeros(raw.num_rows, dtype=bool)
         if not run.query.status:
-            return run.result, bad, first
-        bad, where = run.check_rows()
-        if where is not None:
-            err = run.describe(*where)
-            if first is None or err.line < first.line:
-                first = err
-        return run.result, bad, first
+            return run.result, bad, []
+        bad, where = run.bad_rows(max(1, self.max_errors - len(self.details)))
+        return run.result, bad, [(row, run.describe(row, k, status)) for row, k, status in where]
+
+    def _keep(
+        self, raw: RawFile, parse_errors: list[RowError], described: list[tuple[int, _FirstError]]
+    ) -> None:
+        """Add the part's errors to ``details``, in file order, up to ``max_errors`` in all."""
+        room = self.max_errors - len(self.details)
+        if room > 0 and (parse_errors or described):
+            lines = _Lines(raw.data)
+            found = [self._parse_detail(raw, lines, e) for e in parse_errors[:room]]
+            found += [self._row_detail(raw, lines, row, e) for row, e in described[:room]]
+            found.sort(key=lambda d: (d.line or 0, d.row_number or 0))
+            self.details += found[:room]
+        self._bytes_before += len(raw.data)
+
+    def _offset(self, lines: _Lines, line: int, character: int) -> int | None:
+        local = lines.byte_offset(line, character)
+        return None if local is None else self._bytes_before + local
+
+    def _parse_detail(self, raw: RawFile, lines: _Lines, e: RowError) -> ErrorDetail:
+        return ErrorDetail(
+            e.message,
+            line=e.line + raw.line_offset,
+            character=e.character,
+            byte_offset=self._offset(lines, e.line, e.character),
+            category="parsing",
+            code=e.code,
+            sql_state=sql_state(e.code),
+            column_name=e.column_name,
+            row_number=e.row_number + raw.row_offset,
+            row_start_line=e.line + raw.line_offset,
+            rejected_record=lines.text(e.line),
+        )
+
+    def _row_detail(self, raw: RawFile, lines: _Lines, row: int, e: _FirstError) -> ErrorDetail:
+        return ErrorDetail(
+            e.message,
+            line=e.line + raw.line_offset,
+            character=e.character,
+            byte_offset=self._offset(lines, e.line, e.character),
+            category="conversion",
+            code=e.code,
+            sql_state=sql_state(e.code),
+            column_name=e.column,
+            row_number=int(raw.row_numbers[row].as_py()) + raw.row_offset,
+            row_start_line=e.line + raw.line_offset,
+            rejected_record=lines.text(e.line) if raw.data else _record_of(raw, row),
+        )
 
     @property
     def doomed(self) -> bool:
@@ -266,6 +410,7 @@ class FileCopy:
             first_error_character=first.character if first else None,
             first_error_column=first.column if first else None,
             code=first.code if first else None,
+            errors=tuple(self.details),
         )
 
 
@@ -292,10 +437,11 @@ class _FileRun:
         con: duckdb.DuckDBPyConnection,
         filename: str,
         remote: RemoteCalls | None = None,
+        info: FileInfo | None = None,
     ) -> _FileRun:
         """Make the external calls, then run the main query."""
         inp, row_sql = input_table(compiled, raw)
-        values = query_params(compiled, filename, dt.datetime.now(dt.UTC).isoformat())
+        values = query_params(compiled, filename, dt.datetime.now(dt.UTC).isoformat(), info)
         source = source_sql(compiled, row_sql)
         try:
             # A part's first row number tells its calls from the other parts' in the batch ids.
@@ -317,7 +463,13 @@ class _FileRun:
         return f"SELECT {expr} AS {alias} FROM {self.source}"
 
     def check_rows(self) -> tuple[np.ndarray, tuple[int, int, int] | None]:
-        """Error mask over the rows, and (row, plan, status) of the first error.
+        """Error mask over the rows, and (row, plan, status) of the first error."""
+        bad, where = self.bad_rows(1)
+        return bad, where[0] if where else None
+
+    def bad_rows(self, limit: int) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+        """Error mask over the rows, and (row, plan, status) of the first ``limit`` bad rows, each
+        by the first of its columns in error.
 
         Conversion failures first get the slow, complete conversion (the result is patched where
         it succeeds).
@@ -333,13 +485,11 @@ class _FileRun:
         bad = np.zeros(n, dtype=bool)
         for s in statuses.values():
             bad |= s != 0
-        if not bad.any():
-            return bad, None
-        row = int(np.argmax(bad))
-        for k in sorted(statuses):
-            if statuses[k][row]:
-                return bad, (row, k, int(statuses[k][row]))
-        return bad, None
+        out: list[tuple[int, int, int]] = []
+        for row in np.flatnonzero(bad)[: max(0, limit)]:
+            k = next(k for k in sorted(statuses) if statuses[k][row])
+            out.append((int(row), k, int(statuses[k][row])))
+        return bad, out
 
     def _statuses(self) -> dict[int, np.ndarray]:
         """Per plan with a status in this file, its final status per row (slow path and TRY_ forms
@@ -363,20 +513,29 @@ class _FileRun:
         rows = np.flatnonzero(status == 1)
         target = duckdb_type(plan.column)
         pre = self.query.pre_try[k] or "NULL"
-        sql = f"SELECT CAST({self.query.slow[k]} AS {target}) AS v FROM ({self.sql(pre, 'p')})"
-        values = _run(self.con, sql, self.inp.take(pa.array(rows)), self.params).column(0)
-        converted = values.is_valid().to_numpy(zero_copy_only=False)
+        sql = f"SELECT CAST({self.query.slow[k]} AS {target}) AS v, p FROM ({self.sql(pre, 'p')})"
+        offset = self.query.slow_offset[k] if k < len(self.query.slow_offset) else None
+        if offset is not None:  # a TIMESTAMP_TZ's offset, read with the same full rule
+            sql = f"SELECT v, {offset} AS z FROM ({sql})"
+        fixed = _run(self.con, sql, self.inp.take(pa.array(rows)), self.params)
+        converted = fixed.column(0).is_valid().to_numpy(zero_copy_only=False)
         if not converted.any():
             return
-        position = self.compiled.output.index(k)
-        name = f"o{position}"
-        column = self.result.column(name)
         mask = np.zeros(len(status), dtype=bool)
         mask[rows[converted]] = True
+        self._patch(self.compiled.output.index(k), fixed.column(0), converted, mask)
+        if offset is not None:
+            name = offset_column(plan.column.name)
+            self._patch(self.compiled.schema.get_field_index(name), fixed.column(1), converted, mask)
+        status[rows[converted]] = 0
+
+    def _patch(self, position: int, values: pa.ChunkedArray, converted: np.ndarray, mask: np.ndarray) -> None:
+        """Output ``o<position>`` with the converted ``values`` put in the rows of ``mask``."""
+        name = f"o{position}"
+        column = self.result.column(name)
         replacements = values.filter(pa.array(converted)).cast(column.type)
         patched = pc.replace_with_mask(column.combine_chunks(), pa.array(mask), replacements.combine_chunks())
         self.result = self.result.set_column(position, name, patched)
-        status[rows[converted]] = 0
 
     def describe(self, row: int, plan_index: int, status: int) -> _FirstError:
         """Message, line, character and column of the error at (row, plan, status)."""
@@ -400,6 +559,15 @@ class _FileRun:
             return CODE_NOT_NULL, NOT_NULL_MESSAGE
         if status == 1:
             value = _run(self.con, self.sql(self.query.pre_try[plan_index] or "NULL"), one, self.params)
-            return conversion_message(plan.column, value.column(0)[0].as_py())
+            binary_format = self.compiled.file_format.binary_format
+            return conversion_message(plan.column, value.column(0)[0].as_py(), binary_format)
         exc = _raises(self.con, self.sql(plan.pre or "NULL"), one, self.params)
         return duckdb_message(exc) if exc is not None else (CODE_OTHER, "Expression evaluation failed")
+
+
+def _record_of(raw: RawFile, row: int) -> str | None:
+    """A record without text of its own (a Parquet row) as JSON of its raw values, cut as a line is."""
+    values = raw.table.slice(row, 1).to_pylist()
+    if not values:
+        return None
+    return json.dumps(values[0], default=str, ensure_ascii=False)[:REJECTED_RECORD_CHARS]

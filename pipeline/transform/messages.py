@@ -8,16 +8,17 @@ Error positions follow Snowflake's layout: line = physical line where the record
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import re
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-import numpy as np
-
 from floe.catalog.models import Column
-from pipeline.formats import RawFile, field_spans
+from pipeline.formats import CODE_INVALID_UTF8, RawFile, csv_field_character
+from pipeline.formats.raw import show_invalid
 
 CODE_NUMERIC = "100038"
 CODE_OUT_OF_RANGE = "100039"
@@ -25,19 +26,20 @@ CODE_DATE = "100040"
 CODE_TIMESTAMP = "100035"
 CODE_BOOLEAN = "100037"
 CODE_LENGTH = "100074"
+CODE_HEX = "100115"
+"""Snowflake's code for text that is not hex (its BINARY input page's example)."""
 CODE_NOT_NULL = "100088"
 CODE_JSON = "100069"
 CODE_DIVISION = "100051"
 CODE_OTHER = "100000"
-"""Floe's code for expression errors it cannot classify (Snowflake has no single generic code)."""
+"""Floe's code for expression errors it cannot classify (Snowflake has no single generic code), and
+for the errors whose text Snowflake's is known but whose code is not: times not recognized, text
+that is not base64, binary values longer than their column."""
 
 NOT_NULL_MESSAGE = (
     "NULL result in a non-nullable column. Use quotes if an empty field should be interpreted as an "
     "empty string instead of a null"
 )
-
-# Below this line number, a few finds are cheaper than one vectorised pass over the whole file.
-_FIND_LINES_BELOW = 2000
 
 
 def column_display(table_name: str, col: Column, ordinal: int) -> str:
@@ -57,6 +59,8 @@ def _text_of(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, float) and value.is_integer() and not math.isinf(value):
         return str(int(value))
+    if isinstance(value, bytes):
+        return value.hex().upper()  # BINARY as Snowflake shows it
     return str(value)
 
 
@@ -67,10 +71,42 @@ def _looks_numeric(text: str) -> bool:
         return False
 
 
-def conversion_message(col: Column, value: Any) -> tuple[str, str]:
-    """(code, message) for a value that does not convert to col's type."""
+def binary_form(binary_format: str) -> str:
+    """BINARY_FORMAT as HEX, BASE64 or UTF8, however it was spelled (``utf-8``)."""
+    return binary_format.upper().replace("-", "")
+
+
+def _binary_problem(text: str, binary_format: str) -> tuple[str, str] | None:
+    """(code, message) when text is not of BINARY_FORMAT's form, None when it is (then it was too
+    long). Plain string scans: the text is the file's."""
+    form = binary_form(binary_format)
+    if form == "UTF8":
+        return None
+    if form == "BASE64":
+        try:
+            base64.b64decode("".join(text.split()), validate=True)
+        except (binascii.Error, ValueError):
+            return CODE_OTHER, f"The following string is not a legal base64-encoded value: '{text}'"
+        return None
+    if len(text) % 2 or not all(c in "0123456789abcdefABCDEF" for c in text):
+        return CODE_HEX, f"The following string is not a legal hex-encoded value: '{text}'"
+    return None
+
+
+def conversion_message(col: Column, value: Any, binary_format: str = "HEX") -> tuple[str, str]:
+    """(code, message) for a value that does not convert to col's type (``binary_format``: how text
+    becomes BINARY, the file format's BINARY_FORMAT)."""
     text = _text_of(value)
     t = col.type
+    if t == "BINARY":
+        if isinstance(value, bytes):
+            return CODE_OTHER, f"Binary value '{value.hex().upper()}' is too long and would be truncated"
+        problem = _binary_problem(text, binary_format)
+        if problem is not None:
+            return problem
+        return CODE_OTHER, f"Binary value '{text}' is too long and would be truncated"
+    if t == "TIME":
+        return CODE_OTHER, f"Time '{text}' is not recognized"
     if t == "NUMBER":
         if _looks_numeric(text) or isinstance(value, (int, float, Decimal)):
             return CODE_OUT_OF_RANGE, f"Numeric value '{text}' is out of range"
@@ -81,9 +117,15 @@ def conversion_message(col: Column, value: Any) -> tuple[str, str]:
         return CODE_BOOLEAN, f"Boolean value '{text}' is not recognized"
     if t == "DATE":
         return CODE_DATE, f"Date '{text}' is not recognized"
-    if t in ("TIMESTAMP_NTZ", "TIMESTAMP_TZ"):
+    if t in ("TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "TIMESTAMP_TZ"):
         return CODE_TIMESTAMP, f"Timestamp '{text}' is not recognized"
     if t == "VARCHAR":
+        if isinstance(value, bytes):  # binary read as text (BINARY_AS_TEXT)
+            try:
+                text = value.decode()
+            except UnicodeDecodeError:
+                shown = show_invalid(value.decode("utf-8", "surrogateescape"))
+                return CODE_INVALID_UTF8, f"Invalid UTF8 detected in string '{shown}'"
         return CODE_LENGTH, f"User character length limit ({col.precision}) exceeded by string '{text}'"
     return CODE_JSON, f"Error parsing JSON: {text}"
 
@@ -114,6 +156,10 @@ _DUCK_MESSAGES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], tuple[str,
     (
         re.compile(r'timestamp field (?:format|value out of range): "(.*?)"', re.S),
         lambda m: (CODE_TIMESTAMP, f"Timestamp '{m.group(1)}' is not recognized"),
+    ),
+    (
+        re.compile(r'time field (?:format|value out of range): "(.*?)"', re.S),
+        lambda m: (CODE_OTHER, f"Time '{m.group(1)}' is not recognized"),
     ),
     (
         re.compile(r'Could not parse string "(.*?)" according to format specifier "(.*?)"', re.S),
@@ -148,32 +194,7 @@ def duckdb_message(exc: Exception) -> tuple[str, str]:
     return CODE_OTHER, first_line(body)
 
 
-def _line_start(data: bytes, line: int) -> int | None:
-    """Offset in data where physical line ``line`` (1-based) starts; None when there is no such line."""
-    if line <= 1:
-        return 0
-    if line < _FIND_LINES_BELOW:
-        start = -1
-        for _ in range(line - 1):
-            start = data.find(b"\n", start + 1)
-            if start < 0:
-                return None
-        return start + 1
-    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
-    if line - 2 >= len(newlines):
-        return None
-    return int(newlines[line - 2]) + 1
-
-
 def field_character(raw: RawFile, line: int, field_no: int) -> int:
-    """1-based character position of CSV field ``field_no`` in physical line ``line``."""
-    data = raw.data
-    start = _line_start(data, line)
-    if start is None:
-        return 1
-    chunk = data[start : start + 65536].decode("utf-8", "replace")
-    fmt = raw.fmt
-    spans = field_spans(chunk, fmt.field_delimiter, fmt.field_optionally_enclosed_by)
-    if 0 < field_no <= len(spans):
-        return spans[field_no - 1][0] + 1
-    return 1
+    """1-based character position of CSV field ``field_no`` in the record starting on ``line``
+    (the CSV reader's delimiters, quotes and escapes)."""
+    return csv_field_character(raw.data, raw.fmt, line, field_no)

@@ -22,6 +22,8 @@ ROW_NUMBER_COLUMN = "__floe_rn"
 FILENAME_COLUMN = "__floe_filename"
 SCAN_TIME_COLUMN = "__floe_scan_time"
 PARQUET_ROW_COLUMN = "__floe_row"
+CONTENT_KEY_COLUMN = "__floe_content_key"
+LAST_MODIFIED_COLUMN = "__floe_last_modified"
 EXTERNAL_COLUMN_PREFIX = "__floe_ef_"
 """Input columns holding the values of the COPY's external-function calls (``ExternalCall``)."""
 
@@ -42,6 +44,17 @@ class ExternalCall:
     """The parameters' types."""
     returns: Column
     """The return type."""
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """What the store says of a staged file, for METADATA$FILE_CONTENT_KEY and
+    METADATA$FILE_LAST_MODIFIED (the loader asks only when the COPY reads them: ``file_info``)."""
+
+    content_key: str
+    """The object's ETag, without its quotes: a checksum of its content, as Snowflake's key is."""
+    last_modified: str
+    """When it was last written, ISO 8601 in UTC without an offset (a TIMESTAMP_NTZ)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +96,8 @@ class FileQuery:
     """Plans that have a status column ``e<k>``."""
     slow: tuple[str | None, ...] = ()
     """Per plan, the full conversion of column ``p`` for rows the main query could not convert."""
+    slow_offset: tuple[str | None, ...] = ()
+    """Per TIMESTAMP_TZ plan with a slow path, the offset of ``p`` converted to ``v`` on those rows."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +115,8 @@ class CompiledCopy:
     on_error_limit: float
     """N of SKIP_FILE_N / 'SKIP_FILE_N%'."""
     schema: pa.Schema
-    """Output schema, ``floe.types.arrow_schema(table)``."""
+    """Output schema, ``floe.types.arrow_schema(table)``: the table's columns (output ``o<i>``), then
+    the offset columns of its TIMESTAMP_TZ columns."""
     plans: tuple[ColumnPlan, ...]
     """Loaded columns in SELECT-list order (that order decides a row's first error), then the rest."""
     output: tuple[int, ...]
@@ -110,12 +126,18 @@ class CompiledCopy:
     max_field: int
     """CSV: highest $n read (the raw table is padded with NULL columns up to it)."""
     parquet_columns: tuple[str, ...]
-    """Parquet: lower-cased file columns read."""
+    """Parquet: file columns read, lower-cased (matched in any case) unless ``exact_names``."""
     parquet_row: bool
     """Parquet: some expression reads the whole row ($1)."""
     metadata: bool = False
     """Some expression reads METADATA$FILENAME or METADATA$START_SCAN_TIME (query parameters)."""
     calls: tuple[ExternalCall, ...] = ()
     """External-function calls, in the order they are made (a call in another's arguments first)."""
+    file_info: bool = False
+    """Some expression reads METADATA$FILE_CONTENT_KEY or METADATA$FILE_LAST_MODIFIED."""
+    exact_names: bool = False
+    """MATCH_BY_COLUMN_NAME = CASE_SENSITIVE: ``parquet_columns`` match the file's names exactly."""
+    truncate_columns: bool = False
+    """TRUNCATECOLUMNS = TRUE (ENFORCE_LENGTH = FALSE): VARCHAR(n) values are cut to n characters."""
     queries: dict[str, FileQuery] = field(default_factory=dict, compare=False, repr=False)
     """Per-process cache of per-file SQL, keyed by input schema."""

@@ -24,23 +24,28 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from floe.catalog.models import FileFormat
-from floe.types import arrow_type, duckdb_type
+from floe.types import OFFSET_COLUMN_PREFIX, arrow_type, duckdb_type
 from pipeline.formats import RawFile
-from pipeline.transform.conversion import final_conversion
+from pipeline.transform.conversion import final_conversion, tz_offset
 from pipeline.transform.dialect import ident
 from pipeline.transform.plan import (
+    CONTENT_KEY_COLUMN,
     FILENAME_COLUMN,
     INPUT_VIEW,
+    LAST_MODIFIED_COLUMN,
     PARQUET_ROW_COLUMN,
     ROW_NUMBER_COLUMN,
     SCAN_TIME_COLUMN,
     ColumnPlan,
     CompiledCopy,
+    FileInfo,
     FileQuery,
 )
 
 _FILENAME_PARAM = "floe_filename"
 _SCAN_TIME_PARAM = "floe_scan_time"
+_CONTENT_KEY_PARAM = "floe_content_key"
+_LAST_MODIFIED_PARAM = "floe_last_modified"
 # Bounds each CompiledCopy's cache: Parquet files of many schemas would each add a query.
 _MAX_CACHED_QUERIES = 64
 
@@ -84,11 +89,12 @@ def _csv_columns(compiled: CompiledCopy, raw: RawFile) -> dict[str, Any]:
 
 
 def _parquet_columns(compiled: CompiledCopy, raw: RawFile) -> dict[str, Any]:
-    """The file columns the plans read, matched case-insensitively; NULL where the file lacks one."""
+    """The file columns the plans read, matched case-insensitively (exactly with ``exact_names``);
+    NULL where the file lacks one."""
     n = raw.num_rows
     lowered: dict[str, int] = {}
     for i, name in enumerate(raw.table.column_names):
-        lowered.setdefault(name.lower(), i)
+        lowered.setdefault(name if compiled.exact_names else name.lower(), i)
     cols: dict[str, Any] = {}
     for name in compiled.parquet_columns:
         idx = lowered.get(name)
@@ -120,16 +126,31 @@ def source_sql(compiled: CompiledCopy, row_sql: str) -> str:
             f"${_FILENAME_PARAM} AS {ident(FILENAME_COLUMN)}",
             f"CAST(${_SCAN_TIME_PARAM} AS TIMESTAMPTZ) AS {ident(SCAN_TIME_COLUMN)}",
         ]
+    if compiled.file_info:
+        extra += [
+            f"${_CONTENT_KEY_PARAM} AS {ident(CONTENT_KEY_COLUMN)}",
+            f"CAST(${_LAST_MODIFIED_PARAM} AS TIMESTAMP) AS {ident(LAST_MODIFIED_COLUMN)}",
+        ]
     if row_sql:
         extra.append(f"{row_sql} AS {ident(PARQUET_ROW_COLUMN)}")
     return f"(SELECT *, {', '.join(extra)} FROM {INPUT_VIEW})" if extra else INPUT_VIEW
 
 
-def query_params(compiled: CompiledCopy, filename: str, scan_time: str) -> dict[str, str]:
-    """The values of ``source_sql``'s parameters (DuckDB refuses values for parameters it lacks)."""
-    if not compiled.metadata:
-        return {}
-    return {_FILENAME_PARAM: filename, _SCAN_TIME_PARAM: scan_time}
+_NO_INFO = FileInfo(content_key="", last_modified="1970-01-01T00:00:00")
+
+
+def query_params(
+    compiled: CompiledCopy, filename: str, scan_time: str, info: FileInfo | None = None
+) -> dict[str, str]:
+    """The values of ``source_sql``'s parameters (DuckDB refuses values for parameters it lacks).
+    ``info`` is needed when ``compiled.file_info``."""
+    values: dict[str, str] = {}
+    if compiled.metadata:
+        values |= {_FILENAME_PARAM: filename, _SCAN_TIME_PARAM: scan_time}
+    if compiled.file_info:
+        info = info or _NO_INFO
+        values |= {_CONTENT_KEY_PARAM: info.content_key, _LAST_MODIFIED_PARAM: info.last_modified}
+    return values
 
 
 def query_for(
@@ -170,17 +191,30 @@ def _value_types(
 
 def _build(compiled: CompiledCopy, src: str, types: dict[int, str]) -> FileQuery:
     """The three layers' SQL, and what reading the result back needs."""
-    layers = _Layers(slow=[None] * len(compiled.plans))
+    layers = _Layers(slow=[None] * len(compiled.plans), slow_offset=[None] * len(compiled.plans))
     for k, plan in enumerate(compiled.plans):
         if plan.pre is None:
             layers.add_unloaded(k, plan)
         else:
-            layers.add_loaded(k, plan, plan.pre, types[k], compiled.file_format)
-    outputs = [f"__v{k} AS o{i}" for i, k in enumerate(compiled.output)]
+            layers.add_loaded(k, plan, plan.pre, types[k], compiled.file_format, compiled.truncate_columns)
+    outputs = [f"__v{k} AS o{i}" for i, k in enumerate(compiled.output)] + _offset_outputs(compiled, layers)
     inner = f"SELECT {', '.join(layers.layer1)} FROM {src}"
     middle = f"SELECT {', '.join(layers.layer2) or '1 AS __floe_dummy'} FROM ({inner})"
     sql_all = f"SELECT {', '.join(outputs + layers.layer3)} FROM ({middle})"
-    return FileQuery(sql_all, tuple(layers.pre_try), tuple(layers.status), tuple(layers.slow))
+    return FileQuery(
+        sql_all, tuple(layers.pre_try), tuple(layers.status), tuple(layers.slow), tuple(layers.slow_offset)
+    )
+
+
+def _offset_outputs(compiled: CompiledCopy, layers: _Layers) -> list[str]:
+    """The outputs after the table's columns: each TIMESTAMP_TZ column's offsets (NULL when the COPY
+    does not load the column)."""
+    by_name = {compiled.plans[k].column.name: k for k in compiled.output}
+    out = []
+    for j in range(len(compiled.output), len(compiled.schema)):
+        k = by_name[compiled.schema.field(j).name.removeprefix(OFFSET_COLUMN_PREFIX)]
+        out.append(f"{layers.offsets.get(k, 'CAST(NULL AS SMALLINT)')} AS o{j}")
+    return out
 
 
 @dataclass
@@ -189,12 +223,16 @@ class _Layers:
 
     slow: list[str | None]
     """Per plan, the full conversion of column ``p`` (FileQuery.slow)."""
+    slow_offset: list[str | None]
+    """Per plan, the offset of ``p`` converted to ``v`` on the slow path's rows (FileQuery.slow_offset)."""
     # Input columns stay visible: layer 2 re-evaluates failed rows.
     layer1: list[str] = field(default_factory=lambda: ["*"])
     layer2: list[str] = field(default_factory=list)
     layer3: list[str] = field(default_factory=list)
     pre_try: list[str | None] = field(default_factory=list)
     status: list[int] = field(default_factory=list)
+    offsets: dict[int, str] = field(default_factory=dict)
+    """Per TIMESTAMP_TZ plan, its offset over layer 2's ``__p<k>`` and ``__v<k>``."""
 
     def add_unloaded(self, k: int, plan: ColumnPlan) -> None:
         """A column the COPY does not load: NULL, an error in every row when it is NOT NULL."""
@@ -204,8 +242,11 @@ class _Layers:
             self.layer3.append(f"CAST(4 AS UTINYINT) AS e{k}")
             self.status.append(k)
 
-    def add_loaded(self, k: int, plan: ColumnPlan, sql: str, duck_type: str, fmt: FileFormat) -> None:
-        """A loaded column whose value before the final conversion is ``sql``, of type duck_type."""
+    def add_loaded(
+        self, k: int, plan: ColumnPlan, sql: str, duck_type: str, fmt: FileFormat, truncate: bool = False
+    ) -> None:
+        """A loaded column whose value before the final conversion is ``sql``, of type duck_type;
+        ``truncate``: TRUNCATECOLUMNS."""
         col = plan.column
         target = duckdb_type(col)
         p, v = f"__p{k}", f"__v{k}"
@@ -213,9 +254,13 @@ class _Layers:
         self.pre_try.append(wrapped)
         self.layer1.append(f"{wrapped} AS {p}")
         checks: list[str] = []
-        conv = final_conversion(p, duck_type, col, plan.json_text, fmt)
+        conv = final_conversion(p, duck_type, col, plan.json_text, fmt, truncate=truncate)
         if conv.slow is not None:
-            self.slow[k] = final_conversion("p", duck_type, col, plan.json_text, fmt).slow
+            self.slow[k] = final_conversion("p", duck_type, col, plan.json_text, fmt, truncate=truncate).slow
+        if col.type == "TIMESTAMP_TZ":
+            self.offsets[k] = tz_offset(p, v, duck_type, fmt, full=False)
+            if conv.slow is not None:
+                self.slow_offset[k] = tz_offset("p", "v", duck_type, fmt, full=True)
         self.layer2.append(f"CAST({conv.fast} AS {target}) AS {v}")
         self.layer2.append(p)
         if conv.can_fail and (not plan.lenient or conv.slow is not None):

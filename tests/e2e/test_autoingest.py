@@ -101,9 +101,13 @@ def test_reput_same_key_is_not_loaded_twice(stack: Stack, bucket: str, s3: Any) 
     wait_until(lambda: done(stack, table, 1), what="first load")
     s3.put_object(Bucket=bucket, Key="in/once.csv", Body=csv_file(100, 7))  # overwritten, new eTag
     s3.put_object(Bucket=bucket, Key="in/marker.csv", Body=csv_file(200, 1))
-    wait_until(lambda: done(stack, table, 2), what="marker load")
+    wait_until(
+        lambda: any(h["FILE_NAME"] == "marker.csv" for h in done(stack, table, 1) or []), what="marker load"
+    )
     assert stack.sql(f"SELECT COUNT(*) AS n FROM {table}")[0]["N"] == 5
-    assert len([h for h in history(stack, table) if h["FILE_NAME"] == "once.csv"]) == 1
+    # The overwritten object (another size) is skipped, and says so in a row of its own (decision 73).
+    once = sorted(h["STATUS"] for h in history(stack, table) if h["FILE_NAME"] == "once.csv")
+    assert once == ["Load skipped", "Loaded"]
 
 
 @pytest.mark.parametrize("on_error", ["SKIP_FILE", "CONTINUE"])

@@ -234,7 +234,9 @@ BAD_FILES = [
             "latin1.csv",
             latin1_csv(),
             {
+                # Invalid UTF-8 is an error of its row (decision 70): the file's other row parsed.
                 **WHOLE_FILE_FAILED,
+                "ROW_PARSED": 2,
                 "FIRST_ERROR_MESSAGE": "Invalid UTF8 detected in string 'Zo0xEB'",
                 "FIRST_ERROR_LINE_NUMBER": 3,
                 "FIRST_ERROR_CHARACTER_POS": 3,
@@ -242,6 +244,24 @@ BAD_FILES = [
             },
         ),
         id="csv-not-utf8",
+    ),
+    pytest.param(
+        BadFile(
+            "CSV",
+            "CONTINUE",
+            "latin1-continue.csv",
+            latin1_csv(),
+            {
+                "STATUS": "Partially loaded",
+                "ROW_COUNT": 1,
+                "ROW_PARSED": 2,
+                "ERROR_COUNT": 1,
+                "FIRST_ERROR_MESSAGE": "Invalid UTF8 detected in string 'Zo0xEB'",
+                "FIRST_ERROR_LINE_NUMBER": 3,
+            },
+            loaded_ids=[1],
+        ),
+        id="csv-not-utf8-continue",
     ),
     pytest.param(
         BadFile(

@@ -249,3 +249,29 @@ def test_opened_statistics_are_cached_per_sealed_entry(crypto: BlobCrypto) -> No
     assert crypto.open_stats(dict(entry)) is first
     resealed = {"name": "n", "sealed_stats": crypto.seal_stats({"ID": {"null_count": 0}}, "n")}
     assert crypto.open_stats(resealed) == {"ID": {"null_count": 0}}
+
+
+@pytest.mark.unit
+def test_binary_columns_have_lengths_but_no_min_or_max(
+    local: pafs.FileSystem, tmp_path: Path, crypto: BlobCrypto
+) -> None:
+    """BINARY values are never compared with a literal the pruning reads, and bytes have no JSON
+    form: the manifest and the row groups keep only their null counts and longest length."""
+    table = pa.table(
+        {
+            "B": pa.array([b"\x00\xff", None, b"abcde"], pa.binary()),
+            "T": pa.array([dt.time(1, 2, 3), dt.time(23, 0), None], pa.time64("us")),
+        }
+    )
+    stats = column_stats(table)
+    assert stats["B"] == {"null_count": 1, "max_length": 5}
+    assert stats["T"] == {"null_count": 1, "min": "01:02:03", "max": "23:00:00"}
+    name = name_for("t1", "b")
+    write_blob(table, local, str(tmp_path / "b.parquet"), crypto, name=name, files=["f"])
+    opened = blobs.open_blob(local, str(tmp_path / "b.parquet"), crypto, name=name)
+    try:
+        groups = blobs.row_group_stats(opened.metadata, 0)
+    finally:
+        opened.close()
+    assert groups["B"] == {"null_count": 1}
+    assert groups["T"]["min"] == "01:02:03"

@@ -23,6 +23,8 @@ def pipe_keys(pipe_id: str) -> list[str]:
         K.queue(pipe_id),
         K.file(pipe_id, "in/2026/a.csv"),
         K.file(pipe_id, "odd {name} with }{ braces.csv"),
+        K.file_errors(pipe_id, "odd {name} with }{ braces.csv"),
+        K.skipped(pipe_id),
         K.history(pipe_id),
         K.events(pipe_id),
         K.blobs(pipe_id),

@@ -5,7 +5,7 @@
 ``pytest -m cluster``: the cluster's own tests below, and the end-to-end tests named in
 ``ON_THE_CLUSTER``. Run with ``-m cluster`` but without those settings, ``redis_cluster`` starts a
 cluster of its own on free ports and stops it afterwards. Without ``-m cluster`` the tests that need a
-cluster are skipped, so ``make test`` starts none.
+cluster are deselected, so ``make test`` starts none.
 """
 
 from __future__ import annotations
@@ -34,11 +34,22 @@ REST (the Snowpipe SDK's insertFiles and reports) and the exactly-once kill test
 ``make test`` on the single Redis as well."""
 
 
+CLUSTER_FIXTURES = ("redis_cluster", "own_cluster")
+"""Tests using these start or need a Redis Cluster: without ``-m cluster`` they are deselected."""
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.nodeid.startswith(ON_THE_CLUSTER):
             item.add_marker(pytest.mark.cluster)
+    if cluster_selected(config):
+        return
+    # Deselected, not skipped: `make test` reports no test it did not mean to run.
+    dropped = [i for i in items if set(getattr(i, "fixturenames", ())) & set(CLUSTER_FIXTURES)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [i for i in items if i not in dropped]
 
 
 def cluster_selected(config: pytest.Config) -> bool:

@@ -209,7 +209,7 @@ def test_localstack_env_follows_endpoint(tmp_path: Path) -> None:
     part = stack.build_part("localstack", settings)
     assert part.env["GATEWAY_LISTEN"] == "127.0.0.1:4599"
     assert part.env["LOCALSTACK_HOST"] == "localhost:4599"
-    assert part.env["SERVICES"] == "s3,sqs"
+    assert part.env["SERVICES"] == "s3,sqs,sns"  # SNS: pipes' error notifications
     assert part.env["FILESYSTEM_ROOT"] == str(tmp_path.absolute() / "localstack")
     assert part.local
 

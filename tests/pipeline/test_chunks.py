@@ -1,4 +1,5 @@
-"""pipeline.chunks: a large file's stream cut into parts on record boundaries, decompressed on the fly."""
+"""pipeline.chunks: a large file's stream cut into parts on record boundaries, decompressed and
+converted to UTF-8 on the fly."""
 
 from __future__ import annotations
 
@@ -8,22 +9,35 @@ import io
 import random
 import tracemalloc
 import zlib
+from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from floe.catalog.models import FileFormat
 from floe.errors import FileLoadError
 from pipeline.chunks import (
+    INVALID_MARK,
     FileTooLarge,
     PartTooLarge,
     TransportError,
     decompressed,
     record_chunks,
     record_end,
+    to_utf8,
 )
+from pipeline.formats import read_csv, read_csv_part
 from tests.security.attacks import bombs
 
 pytestmark = pytest.mark.unit
+
+
+def _csv(quote: str | None = None, **options: Any) -> FileFormat:
+    """A CSV format with this quote character; no escape character unless given."""
+    options.setdefault("escape_unenclosed_field", None)
+    return FileFormat(field_optionally_enclosed_by=quote, **options)
 
 
 class _Dribble(io.BytesIO):
@@ -34,20 +48,20 @@ class _Dribble(io.BytesIO):
 
 
 def test_record_end_without_quotes_is_the_last_newline() -> None:
-    assert record_end(b"a,b\nc,d\ne,", None) == 8
-    assert record_end(b"a,b", None) == -1
+    assert record_end(b"a,b\nc,d\ne,", _csv()) == 8
+    assert record_end(b"a,b", _csv()) == -1
 
 
 def test_record_end_skips_newlines_inside_quotes() -> None:
     """Safeguard: a MULTI_LINE quoted value is never cut in two."""
     buf = b'1,"x\ny"\n2,"multi\nline'
-    assert record_end(buf, '"') == buf.index(b'"\n') + 2
-    assert record_end(b'1,"open\nstill open', '"') == -1
+    assert record_end(buf, _csv('"')) == buf.index(b'"\n') + 2
+    assert record_end(b'1,"open\nstill open', _csv('"')) == -1
 
 
 def test_record_end_doubled_quotes_keep_the_parity() -> None:
     buf = b'1,"say ""hi""\nthere"\n2,b\n3,"'
-    assert record_end(buf, '"') == buf.index(b"2,b\n") + 4
+    assert record_end(buf, _csv('"')) == buf.index(b"2,b\n") + 4
 
 
 def _text(rng: random.Random, rows: int) -> bytes:
@@ -63,17 +77,17 @@ def test_chunks_rebuild_the_stream_and_end_on_records(chunk: int) -> None:
     """Safeguard: parts put back together are the file, byte for byte, and every part but the last
     ends where a record ends (so each parses alone into the same records)."""
     data = _text(random.Random(chunk), 300)
-    parts = list(record_chunks(_Dribble(data), chunk, '"'))
+    parts = list(record_chunks(_Dribble(data), chunk, _csv('"')))
     assert b"".join(parts) == data
     for part in parts:
         assert part.endswith(b"\n")
-        assert record_end(part, '"') == len(part)  # no quote left open at the cut
+        assert record_end(part, _csv('"')) == len(part)  # no quote left open at the cut
     assert len(parts) > 1
 
 
 def test_chunk_grows_for_a_record_longer_than_the_chunk() -> None:
     data = b"1," + b"x" * 5000 + b"\n2,y\n"
-    parts = list(record_chunks(io.BytesIO(data), 100, None))
+    parts = list(record_chunks(io.BytesIO(data), 100, _csv()))
     assert parts[0].startswith(data[: data.index(b"\n") + 1])
     assert all(p.endswith(b"\n") for p in parts)
     assert b"".join(parts) == data
@@ -83,13 +97,13 @@ def test_a_stray_quote_cannot_make_one_part_of_the_whole_file() -> None:
     """Safeguard: a quote inside an unquoted field would leave every later newline 'inside quotes';
     the part stops growing at four chunk sizes and cuts at a newline."""
     data = b'1,ab"c\n' + b"2,plain\n" * 2000
-    parts = list(record_chunks(io.BytesIO(data), 1000, '"'))
+    parts = list(record_chunks(io.BytesIO(data), 1000, _csv('"')))
     assert b"".join(parts) == data
     assert max(len(p) for p in parts) <= 4 * 1000 + 1000
 
 
 def test_no_trailing_newline_last_part_keeps_its_record() -> None:
-    parts = list(record_chunks(io.BytesIO(b"1,a\n2,b\n3,c"), 5, None))
+    parts = list(record_chunks(io.BytesIO(b"1,a\n2,b\n3,c"), 5, _csv()))
     assert b"".join(parts) == b"1,a\n2,b\n3,c"
     assert parts[-1].endswith(b"3,c")
 
@@ -225,7 +239,7 @@ def test_a_record_without_newline_past_max_part_bytes_fails_the_file() -> None:
     """Safeguard: a part grows until a record ends; without a bound, a file without newlines would
     be held whole. Past max_part_bytes the file fails, having read at most one byte more."""
     stream = _Counted(b"1,ok\n2,ok\n" + b"x" * 100_000)
-    chunks = record_chunks(stream, 100, None, max_part_bytes=1000, path="long.csv")
+    chunks = record_chunks(stream, 100, _csv(), max_part_bytes=1000, path="long.csv")
     assert next(chunks) == b"1,ok\n2,ok\n"
     with pytest.raises(PartTooLarge) as caught:
         next(chunks)
@@ -240,15 +254,119 @@ def test_a_record_without_newline_past_max_part_bytes_fails_the_file() -> None:
 @pytest.mark.parametrize("quote", [None, '"'])
 def test_a_record_exactly_max_part_bytes_long_still_loads(quote: str | None) -> None:
     data = b"1," + b"x" * 997 + b"\n" + b"2,y\n" * 300
-    parts = list(record_chunks(io.BytesIO(data), 100, quote, max_part_bytes=1000, path="f.csv"))
+    parts = list(record_chunks(io.BytesIO(data), 100, _csv(quote), max_part_bytes=1000, path="f.csv"))
     assert b"".join(parts) == data
     assert max(len(p) for p in parts) <= 1000
 
 
 def test_an_open_quote_without_newline_fails_at_the_part_bound() -> None:
     with pytest.raises(PartTooLarge):
-        list(record_chunks(io.BytesIO(b'1,"open' + b"x" * 10_000), 100, '"', max_part_bytes=500))
+        list(record_chunks(io.BytesIO(b'1,"open' + b"x" * 10_000), 100, _csv('"'), max_part_bytes=500))
 
 
 class _Counted(io.BytesIO):
     """A stream whose position tells how much was read from it."""
+
+
+# ------------------------------------------------------------------------------------------------
+# Escapes, other record delimiters, ENCODING
+
+
+def test_record_end_skips_a_newline_the_unenclosed_escape_escapes() -> None:
+    """Safeguard: a record ending in a backslash runs on (ESCAPE_UNENCLOSED_FIELD's default), so
+    that newline is no place to cut; two backslashes are an escaped backslash, and it is."""
+    fmt = FileFormat()
+    assert record_end(b"1,a\\\nb", fmt) == -1
+    assert record_end(b"1,a\\\nb\n2,c", fmt) == 7
+    assert record_end(b"1,a\\\\\nb", fmt) == 6
+    assert record_end(b"1,a\\\nb", _csv()) == 5  # ESCAPE_UNENCLOSED_FIELD = NONE
+
+
+def test_record_end_keeps_an_escaped_quote_inside_its_field() -> None:
+    fmt = _csv('"', escape="\\")
+    buf = b'1,"a\\"\nb"\n2,c'
+    assert record_end(buf, fmt) == buf.index(b'b"\n') + 3
+    assert record_end(buf, _csv('"')) == buf.index(b'\\"\n') + 3  # without ESCAPE the quote closes
+
+
+@pytest.mark.parametrize(
+    ("delimiter", "buf", "end"),
+    [(";", b"1|a;2|b;3", 8), ("~~", b"1|a~~2|b~3", 5), ("\r\n", b"1,a\r\n2,b\n3", 5), ("", b"1,a\n2", -1)],
+    ids=["one-character", "two-characters", "crlf", "none"],
+)
+def test_record_end_is_after_the_record_delimiter(delimiter: str, buf: bytes, end: int) -> None:
+    assert record_end(buf, _csv(record_delimiter=delimiter, field_delimiter="|")) == end
+
+
+def test_without_a_record_delimiter_a_file_is_one_record_and_fails_at_the_part_bound() -> None:
+    fmt = _csv(record_delimiter="")
+    with pytest.raises(PartTooLarge):
+        list(record_chunks(io.BytesIO(b"1,a\n" * 1000), 100, fmt, max_part_bytes=2000))
+
+
+@pytest.mark.parametrize(
+    ("encoding", "codec"),
+    [("UTF16", "utf-16"), ("UTF16BE", "utf-16-be"), ("UTF32LE", "utf-32-le"), ("WINDOWS1252", "cp1252")],
+)
+def test_a_stream_in_another_encoding_is_cut_as_utf8(encoding: str, codec: str) -> None:
+    text = "".join(f"{i},Zoë €{i}\n" for i in range(300))
+    parts = list(record_chunks(_Dribble(text.encode(codec)), 64, _csv(encoding=encoding)))
+    joined = b"".join(parts).decode("utf-8")
+    assert joined.removeprefix("\ufeff") == text  # the mark is the reader's to skip or keep
+    assert len(parts) > 1 and all(p.endswith(b"\n") for p in parts)
+
+
+def test_to_utf8_marks_what_does_not_decode_and_keeps_valid_utf8_as_it_is() -> None:
+    body = b"1,ok\n"
+    assert to_utf8(body, FileFormat()) is body
+    marked = to_utf8(b"a\xffb", FileFormat()).decode()
+    assert INVALID_MARK.sub("?", marked) == "a?b"
+    assert to_utf8(b"a\xffb", FileFormat(replace_invalid_characters=True)) == "a\ufffdb".encode()
+    assert to_utf8("ab".encode("utf-16-be"), FileFormat(encoding="UTF16")) == b"ab"  # no mark: BE
+    assert to_utf8(b"\x81", FileFormat(encoding="WINDOWS1252")).decode() == "\ufdd8\ufde1"
+
+
+RECORD = st.lists(
+    st.sampled_from(["a", "", "x y", '"q,\nq"', '"d""d"', "e\\,e", "f\\\\", "g\\\nh", "é€", "\\N"]),
+    min_size=3,
+    max_size=3,  # the first part's width is the file's: a streamed file's records share theirs
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    records=st.lists(RECORD, min_size=1, max_size=40),
+    chunk=st.integers(8, 200),
+    record_delimiter=st.sampled_from(["\n", ";", "~~"]),
+    encoding=st.sampled_from([("UTF8", "utf-8"), ("UTF16LE", "utf-16-le"), ("ISO885915", "iso8859_15")]),
+)
+def test_a_streamed_file_reads_part_by_part_as_it_reads_whole(
+    records: list[list[str]], chunk: int, record_delimiter: str, encoding: tuple[str, str]
+) -> None:
+    """Safeguard: whatever its delimiters, quotes, escapes and encoding, a file cut into parts
+    gives the rows, row numbers and lines it gives read whole."""
+    fmt = FileFormat(
+        field_optionally_enclosed_by='"',
+        record_delimiter=record_delimiter,
+        encoding=encoding[0],
+    )
+    data = record_delimiter.join(",".join(r) for r in records).encode(encoding[1])
+    whole = read_csv(data, fmt, "f.csv")
+    rows: list[Any] = []
+    numbers: list[int] = []
+    lines: list[int] = []
+    errors: list[tuple[int, int]] = []
+    width = offset = line_offset = 0
+    for i, part in enumerate(record_chunks(_Dribble(data), chunk, fmt)):
+        raw = read_csv_part(part, fmt, "f.csv", first=i == 0, width=width or None)
+        width = width or raw.width
+        rows += raw.table.to_pylist()
+        numbers += [n + offset for n in raw.row_numbers.to_pylist()]
+        lines += [n + line_offset for n in raw.line_numbers.to_pylist()]
+        errors += [(e.row_number + offset, e.line + line_offset) for e in raw.errors]
+        offset += raw.rows_parsed
+        line_offset += raw.lines
+    assert rows == whole.table.to_pylist()
+    assert numbers == whole.row_numbers.to_pylist()
+    assert lines == whole.line_numbers.to_pylist()
+    assert errors == [(e.row_number, e.line) for e in whole.errors]

@@ -25,6 +25,7 @@ from floe.catalog.models import Column, CopySpec, FileFormat, OnError, Pipe, Tab
 from floe.records import LoadOutcome, LoadTask
 from floe.runtime import Faults
 from floe.settings import FaultSettings
+from floe.stage_crypto import StageCipher, stage_cipher
 from pipeline import loader
 from pipeline.loader import BatchContext, Streamed, fetch_file, load_file, process_partition, stream_file
 from pipeline.transform import CompiledCopy, compile_copy
@@ -89,6 +90,7 @@ class FakeWorker:
     max_part_bytes: int = 1 << 30
     max_file_bytes: int = 1 << 40
     crypto: BlobCrypto = field(default_factory=lambda: crypto_from_settings("test-key", os.urandom(32)))
+    stage_cipher: StageCipher = field(default_factory=lambda: stage_cipher("test-key", os.urandom(32)))
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(2))
     source_json: str = ""
     """What process_partition compares with its context's settings to reuse this worker."""
@@ -103,8 +105,9 @@ class FakeWorker:
             prefetch_files=2,
             prefetch_bytes=1 << 30,
             tables_bucket="tables",
+            max_errors_per_file=100,
         )
-        return SimpleNamespace(pipeline=pipeline)
+        return SimpleNamespace(pipeline=pipeline, stages=SimpleNamespace(bucket=STAGES_BUCKET))
 
     @property
     def fs(self) -> Any:
@@ -126,6 +129,10 @@ class FakeWorker:
     def remote_for(self, pipe: Pipe) -> None:
         """These pipes call no external function (tests/pipeline/transform/test_remote_calls.py)."""
         return None
+
+
+STAGES_BUCKET = "stages"
+"""The fake worker's internal stages bucket: what it reads there, it decrypts."""
 
 
 def put(root: Path, name: str, data: bytes) -> None:
@@ -312,7 +319,8 @@ def test_skip_file_n_below_the_limit_loads_from_every_part(tmp_path: Path) -> No
 
 
 def test_invalid_utf8_in_a_later_part_names_its_line_in_the_file(tmp_path: Path) -> None:
-    """Safeguard: a whole-file error found in part k reports the line in the file, not in the part."""
+    """Safeguard: a row error found in part k reports the line in the file, not in the part; the
+    bad row alone fails (invalid UTF-8 is an error of its row, decision 70)."""
     data = messy_csv(2000) + "2001,Zoë\n".encode("latin-1")
     put(tmp_path, "big.csv", data)
     pipe = wide_pipe()
@@ -320,7 +328,8 @@ def test_invalid_utf8_in_a_later_part_names_its_line_in_the_file(tmp_path: Path)
     rows, record, blobs = streamed(
         FakeWorker(tmp_path, stream_file_bytes=1000, chunk_bytes=3000), pipe, "big.csv"
     )
-    assert record == expected and (rows, blobs) == ([], [])
+    assert record == expected and record.status == "PARTIALLY_LOADED"
+    assert (len(rows), record.rows_loaded, record.errors_seen) == (2000, 2000, 1) and blobs
     assert record.first_error_line == data.count(b"\n")
 
 
@@ -501,3 +510,65 @@ def test_load_file_without_hand_off_fails_a_csv_over_the_part_bound(tmp_path: Pa
     rows, record = load_file(FakeWorker(tmp_path, max_part_bytes=MiB), pipe_for(), TABLE, "b.csv.gz")  # type: ignore[arg-type]
     assert rows is None and record.status == "LOAD_FAILED"
     assert "more than 1 MiB (pipeline.max_part_bytes), and it is read whole" in record.first_error
+
+
+# ------------------------------------------------------------------------------------------------
+# Internal stages: their files are sealed (floe/stage_crypto.py); the loader opens them, read whole
+# or streamed in parts, and a file that does not open fails alone
+
+
+def internal_pipe(pipe: Pipe, stage_id: str = "0123456789abcdef") -> Pipe:
+    # Validated anew: a copy would keep the original's cached stage prefix.
+    return Pipe.model_validate({**pipe.model_dump(), "stage_url": f"s3://{STAGES_BUCKET}/stages/{stage_id}/"})
+
+
+def put_sealed(worker: FakeWorker, pipe: Pipe, name: str, data: bytes) -> Path:
+    key = pipe.object_key(name)
+    path = worker.root / STAGES_BUCKET / key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(worker.stage_cipher.seal(data, key))
+    return path
+
+
+def test_an_internal_stage_file_is_decrypted_whole_and_streamed(tmp_path: Path) -> None:
+    data = messy_csv(2000, bad_every=250)
+    put(tmp_path, "a.csv", data)  # the same file on an external stage, as the reference
+    expected_rows, expected = whole(tmp_path, wide_pipe(), "a.csv")
+    pipe = internal_pipe(wide_pipe())
+    worker = FakeWorker(tmp_path)
+    put_sealed(worker, pipe, "a.csv", data)
+    table, record = load_file(worker, pipe, WIDE, "a.csv")  # type: ignore[arg-type]
+    assert table is not None and table.to_pylist() == expected_rows
+    assert record == expected
+
+    streaming = FakeWorker(
+        tmp_path, stream_file_bytes=1000, chunk_bytes=4000, stage_cipher=worker.stage_cipher
+    )
+    rows, streamed_record, blobs = streamed(streaming, pipe, "a.csv")
+    assert len(blobs) > 3 and rows == expected_rows
+    assert streamed_record == expected
+
+
+def test_an_internal_stage_file_that_does_not_decrypt_fails_alone(tmp_path: Path) -> None:
+    pipe = internal_pipe(wide_pipe())
+    worker = FakeWorker(tmp_path)
+    path = put_sealed(worker, pipe, "a.csv", messy_csv(50))
+    tampered = bytearray(path.read_bytes())
+    tampered[-3] ^= 1
+    path.write_bytes(bytes(tampered))
+    outcome = fetch_file(worker, pipe, "a.csv")  # type: ignore[arg-type]
+    assert isinstance(outcome, LoadOutcome) and outcome.status == "LOAD_FAILED"
+    assert "cannot be decrypted: segment 0 was altered" in (outcome.first_error or "")
+    # Streamed, it fails the same way (and leaves no blob).
+    streaming = FakeWorker(tmp_path, stream_file_bytes=10, stage_cipher=worker.stage_cipher)
+    task = LoadTask("", "a.csv", None, 0, "")
+    blobs, record = stream_file(streaming, CTX, pipe, WIDE, task, 0, 100)  # type: ignore[arg-type]
+    assert blobs == [] and record.status == "LOAD_FAILED"
+    assert "cannot be decrypted" in (record.first_error or "")
+    # A file sealed for another stage (moved there) does not open either.
+    other = internal_pipe(wide_pipe(), "ffffffffffffffff")
+    moved = worker.root / STAGES_BUCKET / other.object_key("a.csv")
+    moved.parent.mkdir(parents=True, exist_ok=True)
+    moved.write_bytes(worker.stage_cipher.seal(b"id,v\n1,2\n", pipe.object_key("a.csv")))
+    outcome = fetch_file(worker, other, "a.csv")  # type: ignore[arg-type]
+    assert isinstance(outcome, LoadOutcome) and "moved or copied" in (outcome.first_error or "")

@@ -9,7 +9,7 @@ import redis
 
 from floe.catalog import CopySpec, Pipe
 from floe.channels import ChannelStore, PipeRef, channel_state
-from floe.history import read_state
+from floe.history import ErrorDetail, read_errors, read_state
 from floe.keys import Keys
 from floe.records import RowAppend
 from floe.settings import Settings
@@ -186,3 +186,64 @@ def test_a_dropped_channels_appends_are_fenced_and_a_retired_pipe_commits_nothin
     assert reg.settle(ref.pipe_id, [settle_of(appends, "b")], "q", 1, 3_000).fenced_blobs == ["b"]
     retire_pipe(redis_client, keys, ref.pipe_id)
     assert reg.settle(ref.pipe_id, [settle_of(appends, "b2")], "q", 2, 3_000).outcome is Outcome.RETIRED
+
+
+def test_commit_stores_each_files_errors_and_the_pipes_status(
+    isolated_settings: Settings, redis_client: redis.Redis
+) -> None:
+    """A file's errors are stored in the commit that makes its state terminal (and a replay changes
+    nothing); a file loaded again without errors leaves no stale detail. The pipe's status keeps its
+    last loaded file, its last pipe error and fault."""
+    keys, pipe, ids = setup(isolated_settings, redis_client)
+    reg = Registrar(redis_client, keys, 3600)
+    a = read_state(redis_client, keys, pipe.id, "a")
+    b = read_state(redis_client, keys, pipe.id, "b")
+    assert a and b
+    bad = [
+        ErrorDetail("Numeric value 'x' is not recognized", line=2, code="100038"),
+        ErrorDetail("e2", line=5),
+    ]
+    partly = a.model_copy(update={"status": "PARTIALLY_LOADED", "errors_seen": 2, "errors": bad})
+    refused = b.model_copy(
+        update={"status": "LOAD_FAILED", "first_error": "no such function", "trouble": "pipe"}
+    )
+    assert (
+        reg.commit(PipeCommit(pipe.id, files=[(partly, ids[0]), (refused, ids[1])]), "q", 1, 5000)
+        is Outcome.COMMITTED
+    )
+    assert read_errors(redis_client, keys, pipe.id, ["a", "b"]) == {"a": bad}
+    stored = read_state(redis_client, keys, pipe.id, "a")
+    assert (
+        stored is not None
+        and stored.errors == []
+        and "errors" not in json.loads(redis_client.get(keys.file(pipe.id, "a")) or b"{}")
+    )
+    status = {k.decode(): v.decode() for k, v in redis_client.hgetall(keys.status(pipe.id)).items()}
+    assert status == {
+        "lastIngestedTimestamp": "5000",
+        "lastIngestedFilePath": "a",
+        "error": "no such function",
+        "lastPipeErrorTimestamp": "5000",
+    }
+    # A replay writes nothing: the errors stay as the first commit left them.
+    replay = partly.model_copy(update={"errors": []})
+    assert reg.commit(PipeCommit(pipe.id, files=[(replay, ids[0])]), "q", 1, 6000) is Outcome.REPLAYED
+    assert read_errors(redis_client, keys, pipe.id, ["a"]) == {"a": bad}
+    # The file loaded again (after a REFRESH), cleanly: its old detail goes, the error clears, an
+    # internal error of another file is the pipe's fault.
+    clean = a.model_copy(update={"status": "LOADED"})
+    broken = b.model_copy(
+        update={"status": "LOAD_FAILED", "first_error": "Internal error", "trouble": "internal"}
+    )
+    assert (
+        reg.commit(PipeCommit(pipe.id, files=[(clean, ""), (broken, "")]), "q", 2, 7000) is Outcome.COMMITTED
+    )
+    assert read_errors(redis_client, keys, pipe.id, ["a", "b"]) == {}
+    status = {k.decode(): v.decode() for k, v in redis_client.hgetall(keys.status(pipe.id)).items()}
+    assert status == {
+        "lastIngestedTimestamp": "7000",
+        "lastIngestedFilePath": "a",
+        "lastPipeErrorTimestamp": "5000",
+        "fault": "Internal error",
+        "lastPipeFaultTimestamp": "7000",
+    }

@@ -37,6 +37,8 @@ from floe.catalog import (
     CatalogObject,
     Database,
     ExternalFunction,
+    NamedFileFormat,
+    NotificationIntegration,
     Pipe,
     Role,
     Schema,
@@ -75,6 +77,7 @@ WORLD = (
     "CREATE STORAGE INTEGRATION lake TYPE = EXTERNAL_STAGE STORAGE_PROVIDER = 'S3' ENABLED = TRUE "
     "STORAGE_ALLOWED_LOCATIONS = ('s3://lake/')",
     "CREATE STAGE sales.raw.landing URL = 's3://lake/in/' STORAGE_INTEGRATION = lake",
+    "CREATE FILE FORMAT sales.raw.pipes TYPE = CSV FIELD_DELIMITER = '|'",
     "CREATE TABLE sales.raw.orders (a INT)",
     "CREATE PIPE sales.raw.loader AUTO_INGEST = FALSE AS COPY INTO sales.raw.orders FROM @sales.raw.landing",
     "CREATE API INTEGRATION remote API_PROVIDER = aws_api_gateway ENABLED = TRUE API_KEY = 'k' "
@@ -191,6 +194,10 @@ API_INTEGRATION = (
     "API_ALLOWED_PREFIXES = ('https://fn.example.com/')"
 )
 FUNCTION_DEF = "RETURNS VARIANT API_INTEGRATION = remote AS 'https://fn.example.com/score'"
+NOTIFICATION_INTEGRATION = (
+    "NOTIFICATION INTEGRATION {name} TYPE = QUEUE DIRECTION = OUTBOUND NOTIFICATION_PROVIDER = AWS_SNS "
+    "AWS_SNS_TOPIC_ARN = 'arn:aws:sns:us-east-1:000000000000:{name}' ENABLED = TRUE"
+)
 
 NAMESPACES = [
     Row(
@@ -263,6 +270,21 @@ NAMESPACES = [
         grants=(on_account("CREATE INTEGRATION"), owns("INTEGRATION", "remote")),
         fails=unseen("Integration 'REMOTE'"),
     ),
+    Row(
+        "CREATE NOTIFICATION INTEGRATION",
+        "CREATE " + NOTIFICATION_INTEGRATION.format(name="alarms"),
+        owned=(NotificationIntegration, "ALARMS"),
+        grants=(on_account("CREATE INTEGRATION"),),
+        fails=ACCOUNT,
+    ),
+    Row(
+        "CREATE OR REPLACE NOTIFICATION INTEGRATION",
+        "CREATE OR REPLACE " + NOTIFICATION_INTEGRATION.format(name="alerts"),
+        owned=(NotificationIntegration, "ALERTS"),
+        setup=("CREATE " + NOTIFICATION_INTEGRATION.format(name="alerts"),),
+        grants=(on_account("CREATE INTEGRATION"), owns("INTEGRATION", "alerts")),
+        fails=unseen("Integration 'ALERTS'"),
+    ),
 ]
 
 OBJECTS = [
@@ -318,6 +340,20 @@ OBJECTS = [
             on("USAGE", "STAGE", "sales.raw.landing"),
         ),
         fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "CREATE PIPE with ERROR_INTEGRATION",
+        f"CREATE PIPE sales.raw.second ERROR_INTEGRATION = alerts {PIPE_DEF}",
+        owned=(Pipe, "SALES.RAW.SECOND"),
+        setup=("CREATE " + NOTIFICATION_INTEGRATION.format(name="alerts"),),
+        given=(
+            *INSIDE,
+            on("CREATE PIPE", "SCHEMA", "sales.raw"),
+            on("INSERT", "TABLE", "sales.raw.orders"),
+            on("USAGE", "STAGE", "sales.raw.landing"),
+        ),
+        grants=(on("USAGE", "INTEGRATION", "alerts"),),
+        fails=unseen("Integration 'ALERTS'"),
     ),
     Row(
         "CREATE PIPE, table visible without INSERT",
@@ -660,6 +696,32 @@ PIPES_AND_QUERIES = [
         given=(*INSIDE, on("MONITOR", "PIPE", "sales.raw.loader")),
         grants=(on("OPERATE", "PIPE", "sales.raw.loader"),),
         fails=denied("Insufficient privileges to operate on pipe 'LOADER'"),
+    ),
+    Row(
+        "ALTER PIPE SET COMMENT, OPERATE is not OWNERSHIP",
+        "ALTER PIPE sales.raw.loader SET COMMENT = 'x'",
+        given=(*INSIDE, on("OPERATE", "PIPE", "sales.raw.loader")),
+        grants=(owns("PIPE", "sales.raw.loader"),),
+        fails=denied("Insufficient privileges to operate on pipe 'LOADER'"),
+    ),
+    Row(
+        "SYSTEM$PIPE_FORCE_RESUME via OPERATE",
+        "SELECT SYSTEM$PIPE_FORCE_RESUME('sales.raw.loader') AS r",
+        grants=(*INSIDE, on("OPERATE", "PIPE", "sales.raw.loader")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "VALIDATE_PIPE_LOAD via MONITOR, with the stage and the table",
+        "SELECT * FROM TABLE(VALIDATE_PIPE_LOAD(PIPE_NAME => 'sales.raw.loader', "
+        "START_TIME => DATEADD(hours, -1, CURRENT_TIMESTAMP())))",
+        grants=(
+            *INSIDE,
+            on("MONITOR", "PIPE", "sales.raw.loader"),
+            on("USAGE", "STAGE", "sales.raw.landing"),
+            on("SELECT", "TABLE", "sales.raw.orders"),
+            on("INSERT", "TABLE", "sales.raw.orders"),
+        ),
+        fails=unseen("Database 'SALES'"),
     ),
     # REFRESH of an existing pipe lists its stage in S3, which the world has no bucket for; its
     # OPERATE rule is tested with a real bucket in tests/services/test_pipe_refresh.py.
@@ -1126,9 +1188,194 @@ STREAMING_ROUTES = [
     ),
 ]
 
+FILE_FORMATS = [
+    Row(
+        "CREATE FILE FORMAT",
+        "CREATE FILE FORMAT sales.raw.tabs TYPE = CSV FIELD_DELIMITER = '\\t'",
+        owned=(NamedFileFormat, "SALES.RAW.TABS"),
+        grants=(*INSIDE, on("CREATE FILE FORMAT", "SCHEMA", "sales.raw")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "CREATE FILE FORMAT, schema usable without CREATE FILE FORMAT",
+        "CREATE FILE FORMAT sales.raw.tabs TYPE = CSV",
+        owned=(NamedFileFormat, "SALES.RAW.TABS"),
+        given=INSIDE,
+        grants=(on("CREATE FILE FORMAT", "SCHEMA", "sales.raw"),),
+        fails=denied("Insufficient privileges to operate on schema 'RAW'"),
+    ),
+    Row(
+        "CREATE OR REPLACE FILE FORMAT",
+        "CREATE OR REPLACE FILE FORMAT sales.raw.pipes TYPE = JSON",
+        owned=(NamedFileFormat, "SALES.RAW.PIPES"),
+        grants=(
+            *INSIDE,
+            on("CREATE FILE FORMAT", "SCHEMA", "sales.raw"),
+            owns("FILE FORMAT", "sales.raw.pipes"),
+        ),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "ALTER FILE FORMAT SET",
+        "ALTER FILE FORMAT sales.raw.pipes SET SKIP_HEADER = 1",
+        grants=(*INSIDE, owns("FILE FORMAT", "sales.raw.pipes")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "ALTER FILE FORMAT SET, format visible without OWNERSHIP",
+        "ALTER FILE FORMAT sales.raw.pipes SET SKIP_HEADER = 1",
+        given=(*INSIDE, on("USAGE", "FILE FORMAT", "sales.raw.pipes")),
+        grants=(owns("FILE FORMAT", "sales.raw.pipes"),),
+        fails=denied("Insufficient privileges to operate on file format 'PIPES'"),
+    ),
+    Row(
+        "ALTER FILE FORMAT RENAME",
+        "ALTER FILE FORMAT sales.raw.pipes RENAME TO sales.raw.bars",
+        grants=(
+            *INSIDE,
+            owns("FILE FORMAT", "sales.raw.pipes"),
+            on("CREATE FILE FORMAT", "SCHEMA", "sales.raw"),
+        ),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "SHOW FILE FORMATS",
+        "SHOW FILE FORMATS IN SCHEMA sales.raw",
+        given=INSIDE,
+        grants=(on("USAGE", "FILE FORMAT", "sales.raw.pipes"),),
+        lists="PIPES",
+    ),
+    Row(
+        "DESC FILE FORMAT",
+        "DESC FILE FORMAT sales.raw.pipes",
+        grants=(*INSIDE, on("USAGE", "FILE FORMAT", "sales.raw.pipes")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "DROP FILE FORMAT",
+        "DROP FILE FORMAT sales.raw.pipes",
+        grants=(*INSIDE, owns("FILE FORMAT", "sales.raw.pipes")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "CREATE STAGE naming a file format",
+        "CREATE STAGE sales.raw.inbox URL = 's3://lake/inbox/' STORAGE_INTEGRATION = lake "
+        "FILE_FORMAT = (FORMAT_NAME = 'sales.raw.pipes')",
+        owned=(Stage, "SALES.RAW.INBOX"),
+        given=(*INSIDE, on("CREATE STAGE", "SCHEMA", "sales.raw"), on("USAGE", "INTEGRATION", "lake")),
+        grants=(on("USAGE", "FILE FORMAT", "sales.raw.pipes"),),
+        fails=unseen("File format 'SALES.RAW.PIPES'"),
+    ),
+    Row(
+        "CREATE PIPE naming a file format",
+        f"CREATE PIPE sales.raw.second {PIPE_DEF} FILE_FORMAT = (FORMAT_NAME = 'sales.raw.pipes')",
+        owned=(Pipe, "SALES.RAW.SECOND"),
+        given=(
+            *INSIDE,
+            on("CREATE PIPE", "SCHEMA", "sales.raw"),
+            on("INSERT", "TABLE", "sales.raw.orders"),
+            on("USAGE", "STAGE", "sales.raw.landing"),
+        ),
+        grants=(on("USAGE", "FILE FORMAT", "sales.raw.pipes"),),
+        fails=unseen("File format 'SALES.RAW.PIPES'"),
+    ),
+]
+
+INBOUND = "CREATE STAGE sales.raw.inbound"
+"""An internal stage (no URL): READ and WRITE govern it, not USAGE."""
+
+STAGE_FILES = [
+    Row(
+        "CREATE STAGE, internal (no integration)",
+        "CREATE STAGE sales.raw.inbox COMMENT = 'uploads'",
+        owned=(Stage, "SALES.RAW.INBOX"),
+        grants=(*INSIDE, on("CREATE STAGE", "SCHEMA", "sales.raw")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "LIST, internal stage",
+        "LIST @sales.raw.inbound",
+        setup=(INBOUND,),
+        grants=(*INSIDE, on("READ", "STAGE", "sales.raw.inbound")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "LIST, internal stage: WRITE is not READ",
+        "LS @sales.raw.inbound/in/ PATTERN = '.*[.]csv'",
+        setup=(INBOUND,),
+        given=(*INSIDE, on("WRITE", "STAGE", "sales.raw.inbound")),
+        grants=(on("READ", "STAGE", "sales.raw.inbound"),),
+        fails=denied("Insufficient privileges to operate on stage 'INBOUND'"),
+    ),
+    Row(
+        "REMOVE, internal stage",
+        "REMOVE @sales.raw.inbound",
+        setup=(INBOUND,),
+        grants=(*INSIDE, on("WRITE", "STAGE", "sales.raw.inbound")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "REMOVE, internal stage: READ is not WRITE",
+        "RM @sales.raw.inbound PATTERN = '.*'",
+        setup=(INBOUND,),
+        given=(*INSIDE, on("READ", "STAGE", "sales.raw.inbound")),
+        grants=(on("WRITE", "STAGE", "sales.raw.inbound"),),
+        fails=denied("Insufficient privileges to operate on stage 'INBOUND'"),
+    ),
+    Row(
+        "LIST, external stage (USAGE on it and on its integration)",
+        "LIST @sales.raw.landing",
+        grants=(*INSIDE, on("USAGE", "STAGE", "sales.raw.landing"), on("USAGE", "INTEGRATION", "lake")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "REMOVE, external stage",
+        "REMOVE @sales.raw.landing/2026/",
+        grants=(*INSIDE, on("USAGE", "STAGE", "sales.raw.landing"), on("USAGE", "INTEGRATION", "lake")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "LIST, table stage (the table's owner)",
+        "LIST @sales.raw.%orders",
+        grants=(*INSIDE, owns("TABLE", "sales.raw.orders")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "LIST, table stage: INSERT is not OWNERSHIP",
+        "LIST @sales.raw.%orders",
+        given=(*INSIDE, on("SELECT, INSERT", "TABLE", "sales.raw.orders")),
+        grants=(owns("TABLE", "sales.raw.orders"),),
+        fails=denied("Insufficient privileges to operate on table 'ORDERS'"),
+    ),
+    Row(
+        "REMOVE, table stage",
+        "REMOVE @sales.raw.%orders",
+        grants=(*INSIDE, owns("TABLE", "sales.raw.orders")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "CREATE PIPE on an internal stage (READ on it)",
+        "CREATE PIPE sales.raw.second AS COPY INTO sales.raw.orders FROM @sales.raw.inbound",
+        owned=(Pipe, "SALES.RAW.SECOND"),
+        setup=(INBOUND,),
+        given=(*INSIDE, on("CREATE PIPE", "SCHEMA", "sales.raw"), on("INSERT", "TABLE", "sales.raw.orders")),
+        grants=(on("READ", "STAGE", "sales.raw.inbound"),),
+        fails=unseen("Stage 'SALES.RAW.INBOUND'"),
+    ),
+    Row(
+        "CREATE PIPE on a table stage (the table's owner)",
+        "CREATE PIPE sales.raw.second AS COPY INTO sales.raw.orders FROM @sales.raw.%orders",
+        owned=(Pipe, "SALES.RAW.SECOND"),
+        given=(*INSIDE, on("CREATE PIPE", "SCHEMA", "sales.raw"), on("INSERT", "TABLE", "sales.raw.orders")),
+        grants=(owns("TABLE", "sales.raw.orders"),),
+        fails=denied("Insufficient privileges to operate on table 'ORDERS'"),
+    ),
+]
+
 ROWS = [
     *NAMESPACES,
     *OBJECTS,
+    *FILE_FORMATS,
     *SHOWS,
     *DESCRIBES,
     *DROPS,
@@ -1140,6 +1387,7 @@ ROWS = [
     *SHOW_GRANTS,
     *ROUTES,
     *STREAMING_ROUTES,
+    *STAGE_FILES,
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, cast
 
@@ -102,3 +103,61 @@ def test_a_cluster_with_a_slot_no_node_serves_fails_the_batch_as_transient(
     consumer.catalog = Catalog(consumer.redis, consumer.keys)
     with pytest.raises(TransientError, match="not covered"):
         consumer.handle_bodies([event("inbox", "in/a.csv")])
+
+
+def test_a_batch_records_the_channel_and_each_forwarded_pipe_in_one_step(
+    isolated_settings: Settings, redis_client: redis.Redis
+) -> None:
+    """SYSTEM$PIPE_STATUS's channel fields: the queue's last pull and received message (shared by
+    the auto-ingest pipes), and per pipe the last notification forwarded to it and its file, even
+    when dedup skipped it (a notification for a matching path was forwarded all the same)."""
+    consumer, pipe = consumer_with_pipe(isolated_settings, redis_client)
+    keys = consumer.keys
+
+    def status() -> dict[str, str]:
+        return {k.decode(): v.decode() for k, v in redis_client.hgetall(keys.status(pipe.id)).items()}
+
+    def channel() -> dict[str, str]:
+        raw = redis_client.hgetall(keys.notification_channel())
+        return {k.decode(): v.decode() for k, v in raw.items()}
+
+    consumer.handle_bodies([event("elsewhere", "in/x.csv")])  # no pipe reads it: received, not forwarded
+    received = channel()
+    assert set(received) == {"lastReceivedMessageTimestamp", "lastPulledFromChannelTimestamp"}
+    assert status() == {}
+    consumer.handle_bodies([event("inbox", "in/a.csv"), event("inbox", "in/b.csv")])
+    assert status()["lastForwardedFilePath"] == "b.csv"
+    forwarded = int(status()["lastForwardedMessageTimestamp"])
+    assert (
+        forwarded
+        >= int(channel()["lastReceivedMessageTimestamp"])
+        >= int(received["lastReceivedMessageTimestamp"])
+    )
+    consumer.handle_bodies([event("inbox", "in/a.csv")])  # seen before: still forwarded
+    assert status()["lastForwardedFilePath"] == "a.csv"
+    pulled = int(channel()["lastPulledFromChannelTimestamp"])
+    consumer.note_pull()  # an empty poll moves the last pull only
+    assert int(channel()["lastPulledFromChannelTimestamp"]) >= pulled
+    assert status()["lastForwardedFilePath"] == "a.csv"
+
+
+def test_a_failing_backfill_or_notification_round_never_ends_the_loop(
+    isolated_settings: Settings, redis_client: redis.Redis
+) -> None:
+    """The consumer's backfill and error-notification rounds log what a round raises (a Redis
+    outage, an unforeseen bug) and run again at the next period; only ``stopping`` ends them."""
+    consumer, _ = consumer_with_pipe(isolated_settings, redis_client)
+    failures: list[BaseException] = [redis.ConnectionError("redis away"), RuntimeError("a bug")]
+    rounds: list[int] = []
+
+    def step() -> None:
+        rounds.append(1)
+        if failures:
+            raise failures.pop(0)
+        consumer.stopping.set()  # the third round succeeds and asks the loop to stop
+
+    async def run() -> None:
+        await asyncio.wait_for(consumer._every(0.01, step), 10)
+
+    asyncio.run(run())
+    assert len(rounds) == 3 and not failures

@@ -315,7 +315,7 @@ def test_show_future_grants_and_use_role() -> None:
         ("GRANT OWNERSHIP ON TABLE t TO ROLE r WITH GRANT OPTION", "WITH GRANT OPTION is not supported"),
         (
             "GRANT SELECT ON VIEW v TO ROLE r",
-            "GRANT expects ACCOUNT, DATABASE, SCHEMA, TABLE, STAGE, PIPE, INTEG",
+            "GRANT expects ACCOUNT, DATABASE, SCHEMA, TABLE, STAGE, FILE FORMAT, PIPE, INTEG",
         ),
         ("GRANT SELECT ON t TO ROLE r", "unexpected 't'. GRANT expects ACCOUNT, DATABASE"),
         ("GRANT SELECT TO ROLE r", "unexpected 'TO'. GRANT expects ON <object>"),
@@ -324,11 +324,11 @@ def test_show_future_grants_and_use_role() -> None:
         ("GRANT MANAGE ON ACCOUNT TO ROLE r", "GRANT expects GRANTS (MANAGE GRANTS)"),
         (
             "GRANT SELECT ON ALL VIEWS IN SCHEMA s TO ROLE r",
-            "GRANT expects TABLES, STAGES, PIPES or FUNCTIONS after ON ALL",
+            "GRANT expects TABLES, STAGES, FILE FORMATS, PIPES or FUNCTIONS after ON ALL",
         ),
         (
             "GRANT SELECT ON FUTURE TABLE IN SCHEMA s TO ROLE r",
-            "TABLES, STAGES, PIPES or FUNCTIONS after ON FUTURE",
+            "TABLES, STAGES, FILE FORMATS, PIPES or FUNCTIONS after ON FUTURE",
         ),
         (
             "GRANT SELECT ON ALL TABLES s TO ROLE r",

@@ -324,7 +324,7 @@ def test_overloads_are_keyed_by_canonical_argument_types() -> None:
             "expects the argument's type",
         ),
         (
-            "CREATE EXTERNAL FUNCTION f(a BINARY) RETURNS VARIANT API_INTEGRATION = g" + URL,
+            "CREATE EXTERNAL FUNCTION f(a GEOGRAPHY) RETURNS VARIANT API_INTEGRATION = g" + URL,
             "Unsupported data type",
         ),
         (

@@ -233,7 +233,8 @@ def test_show_every_kind_with_like_and_in(sql: str, show: Show) -> None:
     [
         (
             "SHOW VIEWS",
-            "SHOW expects DATABASES, SCHEMAS, INTEGRATIONS, STAGES, TABLES, PIPES, CHANNELS, USERS, ROLES, "
+            "SHOW expects DATABASES, SCHEMAS, INTEGRATIONS, STAGES, FILE FORMATS, TABLES, PIPES, CHANNELS, "
+            "USERS, ROLES, "
             "GRANTS or EXTERNAL FUNCTIONS",
         ),
         (
@@ -270,7 +271,7 @@ def test_describe_every_kind() -> None:
     assert parse('DESC STORAGE INTEGRATION "lake"') == DescribeObject("INTEGRATION", "lake", "STORAGE")
     assert parse("DESC INTEGRATION lake;") == DescribeObject("INTEGRATION", "LAKE")
     assert parse("DESC TABLE a.b", DEFAULTS) == Describe("TABLE", Name("D", "A", "B"))
-    expected = "DESC expects STAGE, TABLE, PIPE, DATABASE, SCHEMA, INTEGRATION, FUNCTION or USER"
+    expected = "DESC expects STAGE, FILE FORMAT, TABLE, PIPE, DATABASE, SCHEMA, INTEGRATION, FUNCTION or USER"
     assert expected in _error("DESC VIEW v")
     assert "unexpected 'x'. DESC DATABASE expects the end of the statement" in _error("DESC DATABASE d x")
 
@@ -290,7 +291,8 @@ def test_drop_every_kind() -> None:
     [
         (
             "DROP VIEW v",
-            "DROP expects STAGE, TABLE, PIPE, DATABASE, SCHEMA, INTEGRATION, FUNCTION, USER or ROLE",
+            "DROP expects STAGE, FILE FORMAT, TABLE, PIPE, DATABASE, SCHEMA, INTEGRATION, FUNCTION, USER "
+            "or ROLE",
         ),
         (
             "DROP INTEGRATION i CASCADE",

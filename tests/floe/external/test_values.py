@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import UTC, date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
@@ -187,9 +187,33 @@ def test_converted_values_fit_their_arrow_type() -> None:
         (col("DATE"), "2020-01-01"),
         (col("TIMESTAMP_NTZ"), "2020-01-01T00:00:00"),
         (col("TIMESTAMP_TZ"), "2020-01-01T00:00:00+01:00"),
+        (col("TIMESTAMP_LTZ"), "2020-01-01T00:00:00+01:00"),
+        (col("TIME"), "01:02:03.5"),
+        (col("BINARY"), "00ff"),
         (col("VARIANT"), {"a": 1}),
     ]
     for column, value in cases:
         array = to_arrow([convert(column, value), None], column)
         assert array.null_count == 1
         assert len(array) == 2
+
+
+def test_binary_time_and_ltz_arguments() -> None:
+    """BINARY as upper-case hex (as Snowflake writes BINARY in JSON), TIME and TIMESTAMP_LTZ in ISO
+    8601 like the other dates and times."""
+    assert texts(pa.array([b"\x00\xff", None]), col("BINARY")) == ['"00FF"', "null"]
+    assert texts(pa.array([time(1, 2, 3, 5)], pa.time64("us")), col("TIME")) == ['"01:02:03.000005"']
+    ltz = pa.array([datetime(2014, 1, 1, 16, 0, tzinfo=UTC)], pa.timestamp("us", tz="UTC"))
+    assert texts(ltz, col("TIMESTAMP_LTZ")) == ['"2014-01-01T16:00:00.000000+00:00"']
+
+
+def test_binary_time_and_ltz_results() -> None:
+    assert convert(col("BINARY"), "00fF") == b"\x00\xff"
+    assert refused(col("BINARY"), "0 0") == "expected BINARY, got a string that is not hex"
+    assert refused(col("BINARY"), "abc") == "expected BINARY, got a string that is not hex"
+    assert refused(col("BINARY", 1), "AABB") == "the binary value is longer than BINARY(1) allows"
+    assert refused(col("BINARY"), 12) == "expected BINARY, got a number"
+    assert convert(col("TIME"), "13:02") == time(13, 2)
+    assert convert(col("TIME"), "13:02:03.25+02:00") == time(13, 2, 3, 250000)
+    assert refused(col("TIME"), "1pm") == "expected TIME, got a string that is not a time"
+    assert convert(col("TIMESTAMP_LTZ"), "2014-01-01 16:00:00-01:00") == datetime(2014, 1, 1, 17, tzinfo=UTC)

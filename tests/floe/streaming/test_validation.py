@@ -344,6 +344,9 @@ def test_column_spec_from_json() -> None:
     + [
         Column(name="C", type="NUMBER", precision=10, scale=2),
         Column(name="C", type="VARCHAR", precision=16),
+        Column(name="C", type="BINARY", precision=16),
+        Column(name="C", type="TIME", precision=3),
+        Column(name="C", type="TIMESTAMP_TZ", precision=0),
     ],
     ids=lambda c: c.sql_type,
 )

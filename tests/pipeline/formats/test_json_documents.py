@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import orjson
@@ -14,6 +15,7 @@ from floe.catalog.models import FileFormat
 from floe.errors import FileLoadError
 from floe.streaming.rows import parse_rows
 from pipeline.formats import FileParseError, RawFile, read_checked_lines, read_raw
+from pipeline.formats.json_documents import octal_to_decimal
 
 pytestmark = pytest.mark.unit
 
@@ -101,3 +103,120 @@ def test_checked_lines_read_as_read_json_reads_them(rows: list[dict[str, Any]]) 
     assert fast.row_numbers.to_pylist() == slow.row_numbers.to_pylist()
     assert fast.line_numbers.to_pylist() == slow.line_numbers.to_pylist()
     assert (fast.rows_parsed, fast.errors) == (slow.rows_parsed, slow.errors) == (len(rows), [])
+
+
+# ---------------------------------------------------------------------------------------------
+# ALLOW_DUPLICATE, STRIP_NULL_VALUES, IGNORE_UTF8_ERRORS / REPLACE_INVALID_CHARACTERS, ENABLE_OCTAL
+
+
+def docs(raw: RawFile) -> list[Any]:
+    return [json.loads(d) for d in raw.table.column("c1").to_pylist()]
+
+
+def test_a_duplicate_key_is_an_error_of_its_document_with_snowflakes_message_and_pos() -> None:
+    """PARSE_JSON's documented example: '{ "a" : "123", "b" : "456", "a": "789"} ' fails with
+    'Error parsing JSON: duplicate object attribute "a", pos 31' (100069); the other lines load."""
+    raw = jsn(b'{"ok": 1}\n{ "a" : "123", "b" : "456", "a": "789"} \n{"x": {"q": 1, "q": 2}}\n{"ok": 2}\n')
+    assert docs(raw) == [{"ok": 1}, {"ok": 2}]
+    assert raw.row_numbers.to_pylist() == [1, 4]
+    first, second = raw.errors
+    assert (first.message, first.code, first.row_number, first.line, first.character) == (
+        'Error parsing JSON: duplicate object attribute "a", pos 31',
+        "100069",
+        2,
+        2,
+        32,
+    )
+    assert second.message == 'Error parsing JSON: duplicate object attribute "q", pos 18'
+
+
+def test_a_duplicate_key_inside_a_stripped_array_fails_its_element_only() -> None:
+    raw = jsn(b'[{"a": 1},\n {"a": 1, "a": 2},\n {"a": 3}]', strip_outer_array=True)
+    assert docs(raw) == [{"a": 1}, {"a": 3}]
+    assert [(e.row_number, e.line) for e in raw.errors] == [(2, 2)]
+
+
+def test_the_same_key_in_different_objects_is_no_duplicate() -> None:
+    raw = jsn(b'{"a": {"a": 1}, "b": [{"a": 1}, {"a": 2}], "c": "\\"a\\""}\n')
+    assert raw.errors == []
+    assert raw.table.column("c1").to_pylist() == [
+        '{"a": {"a": 1}, "b": [{"a": 1}, {"a": 2}], "c": "\\"a\\""}'
+    ]
+
+
+def test_allow_duplicate_keeps_the_last_value_of_a_key() -> None:
+    raw = jsn(b'{ "a" : "123", "b" : "456", "a": "789"}\n{"x": {"q": 1, "q": [2]}}\n', allow_duplicate=True)
+    assert raw.errors == []
+    assert docs(raw) == [{"a": "789", "b": "456"}, {"x": {"q": [2]}}]
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        # The documented table; Snowflake's empty slots ([,,3]) keep their place as null (see
+        # json_documents' docstring).
+        ("[null]", [None]),
+        ("[null,null,3]", [None, None, 3]),
+        ('{"a":null,"b":null,"c":123}', {"c": 123}),
+        ('{"a":[1,null,2],"b":{"x":null,"y":88}}', {"a": [1, None, 2], "b": {"y": 88}}),
+    ],
+)
+def test_strip_null_values_removes_null_object_fields(before: str, after: Any) -> None:
+    raw = jsn(before.encode(), strip_null_values=True)
+    assert docs(raw) == [after]
+
+
+def test_without_strip_null_values_nulls_stay_and_the_text_is_untouched() -> None:
+    raw = jsn(b'{"a": null, "c": 123}')
+    assert raw.table.column("c1").to_pylist() == ['{"a": null, "c": 123}']
+
+
+def test_a_string_saying_null_is_not_stripped() -> None:
+    raw = jsn(b'{"a": "null", "b": null}', strip_null_values=True)
+    assert docs(raw) == [{"a": "null"}]
+
+
+@pytest.mark.parametrize("option", ["replace_invalid_characters", "ignore_utf8_errors"])
+def test_invalid_utf8_becomes_the_replacement_character(option: str) -> None:
+    raw = jsn(b'{"a": "Caf\xe9 \xf0\x9f"}\n{"a": "ok"}\n', **{option: True})
+    assert docs(raw) == [{"a": "Caf\ufffd \ufffd"}, {"a": "ok"}]
+    assert raw.errors == []
+
+
+def test_enable_octal_reads_numbers_with_a_leading_zero_as_octal() -> None:
+    raw = jsn(
+        b'{"a": 010, "b": "010", "c": -017, "d": 0, "e": 0.5, "f": 1e010, "g": [07, 00]}', enable_octal=True
+    )
+    assert docs(raw) == [{"a": 8, "b": "010", "c": -15, "d": 0, "e": 0.5, "f": 1e10, "g": [7, 0]}]
+
+
+def test_without_enable_octal_a_leading_zero_is_a_syntax_error() -> None:
+    raw = jsn(b'{"a": 010}\n{"a": 1}\n')
+    assert docs(raw) == [{"a": 1}]
+    assert [e.code for e in raw.errors] == ["100069"]
+
+
+def test_enable_octal_leaves_strings_with_escaped_quotes_alone() -> None:
+    raw = jsn(b'{"a": "x\\" 010 \\\\", "b": 010}', enable_octal=True)
+    assert docs(raw) == [{"a": 'x" 010 \\', "b": 8}]
+
+
+def test_octal_rewrite_is_linear_on_adversarial_text() -> None:
+    """Safeguard: ENABLE_OCTAL's scan sees user data; its regex and string skipping are linear."""
+
+    def seconds(text: str) -> float:
+        started = time.perf_counter()
+        octal_to_decimal(text)
+        return time.perf_counter() - started
+
+    for unit in ("0" * 7 + "8 ", '"\\', "-0", "07."):
+        small, large = unit * 20_000, unit * 40_000
+        t_small, t_large = min(seconds(small) for _ in range(3)), min(seconds(large) for _ in range(3))
+        assert t_large <= 3 * t_small + 0.05, (unit, t_small, t_large)
+
+
+def test_multi_line_false_makes_a_document_spanning_lines_an_error() -> None:
+    raw = jsn(b'{"a":\n 1}\n{"b": 2}\n', multi_line=False)
+    assert docs(raw) == [{"b": 2}]
+    (err,) = raw.errors
+    assert (err.row_number, err.line, err.code) == (1, 1, "100069")

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 
 from floe.catalog.models import Column, CopySpec, FileFormat, OnError, Table
 from floe.records import LoadOutcome
+from floe.types import OFFSET_COLUMN_PREFIX
 from pipeline.formats import read_raw
 from pipeline.transform import CompiledCopy, apply_copy, compile_copy
 
@@ -33,6 +34,7 @@ def compile_for(
     columns: list[str] | None = None,
     on_error: OnError = "SKIP_FILE",
     limit: float = 0,
+    truncate_columns: bool = False,
     **fmt: Any,
 ) -> CompiledCopy:
     """compile_copy of a COPY into ``table`` from stage DB.PUBLIC.ST; ``fmt``: FILE_FORMAT options."""
@@ -44,18 +46,30 @@ def compile_for(
         file_format=FileFormat(**fmt),
         on_error=on_error,
         on_error_limit=limit,
+        truncate_columns=truncate_columns,
     )
     return compile_copy(copy, table, copy.file_format.type)
+
+
+def load_table(
+    compiled: CompiledCopy, data: bytes, filename: str = "dir/file.csv"
+) -> tuple[pa.Table, LoadOutcome]:
+    """Read and transform one file whole: the blob's rows (TIMESTAMP_TZ offsets included) and the
+    file's load-history result."""
+    raw = read_raw(data, compiled.file_format, path=filename)
+    table, result = apply_copy(compiled, raw, filename=filename)
+    assert table.schema == compiled.schema
+    return table, result
 
 
 def load(
     compiled: CompiledCopy, data: bytes, filename: str = "dir/file.csv"
 ) -> tuple[list[dict[str, Any]], LoadOutcome]:
-    """Read and transform one file whole; its rows as dicts, and its load-history result."""
-    raw = read_raw(data, compiled.file_format, path=filename)
-    table, result = apply_copy(compiled, raw, filename=filename)
-    assert table.schema == compiled.schema
-    return table.to_pylist(), result
+    """Read and transform one file whole; its rows as dicts (the table's columns: TIMESTAMP_TZ
+    offsets left out, see ``load_table``), and its load-history result."""
+    table, result = load_table(compiled, data, filename)
+    names = [n for n in table.column_names if not n.startswith(OFFSET_COLUMN_PREFIX)]
+    return table.select(names).to_pylist(), result
 
 
 VARIANT_TABLE = Table(name="D.S.RAW", columns=[Column(name="SRC", type="VARIANT")])

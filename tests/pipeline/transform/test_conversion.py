@@ -127,7 +127,13 @@ def test_conversions_inside_expressions_use_snowflakes_words_and_formats() -> No
 
 
 def test_a_conversion_to_an_unsupported_type_does_not_compile() -> None:
-    with pytest.raises(CompilationError, match="Unsupported data type 'BINARY'"):
+    with pytest.raises(CompilationError, match="Unsupported data type 'GEOGRAPHY'"):
+        nested_conversion("x", "GEOGRAPHY", None, None, safe=False)
+
+
+def test_a_raising_binary_conversion_inside_an_expression_is_refused() -> None:
+    """Its error would have to quote the value, which a row error inside TRY cannot."""
+    with pytest.raises(CompilationError, match="TRY_TO_BINARY"):
         nested_conversion("x", "BINARY", None, None, safe=False)
 
 

@@ -42,6 +42,7 @@ def test_json_conversion_error_names_the_column() -> None:
         ("SELECT CAST('2024-13-01' AS DATE)", "100040", "Date '2024-13-01' is not recognized"),
         ("SELECT strptime('x', '%Y-%m-%d')", "100040", "Date 'x' is not recognized"),
         ("SELECT strptime('x', '%Y-%m-%d %H')", "100035", "Timestamp 'x' is not recognized"),
+        ("SELECT CAST('25:00:00' AS TIME)", "100000", "Time '25:00:00' is not recognized"),
         ("SELECT 1 // 0", "100051", "Division by zero"),
         ("SELECT error('boom')", "100000", "boom"),
     ],
@@ -95,3 +96,73 @@ def test_field_character_far_into_a_file() -> None:
     assert field_character(raw, 2500, 2) == len(b"2499,") + 1
     assert field_character(raw, 1999, 3) == len(b"1998,abc,") + 1
     assert field_character(raw, 3002, 2) == 1  # no such line
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "binary_format", "code", "message"),
+    [
+        (
+            Column(name="B", type="BINARY"),
+            "HELP",
+            "HEX",
+            "100115",
+            "The following string is not a legal hex-encoded value: 'HELP'",
+        ),
+        (
+            Column(name="B", type="BINARY"),
+            "abc",
+            "HEX",
+            "100115",
+            "The following string is not a legal hex-encoded value: 'abc'",
+        ),
+        (
+            Column(name="B", type="BINARY"),
+            "SGVsbG8",
+            "BASE64",
+            "100000",
+            "The following string is not a legal base64-encoded value: 'SGVsbG8'",
+        ),
+        (
+            Column(name="B", type="BINARY", precision=1),
+            "AABB",
+            "HEX",
+            "100000",
+            "Binary value 'AABB' is too long and would be truncated",
+        ),
+        (
+            Column(name="B", type="BINARY", precision=1),
+            "SGk=",
+            "BASE64",
+            "100000",
+            "Binary value 'SGk=' is too long and would be truncated",
+        ),
+        (
+            Column(name="B", type="BINARY", precision=1),
+            b"\x01\x02",
+            "HEX",
+            "100000",
+            "Binary value '0102' is too long and would be truncated",
+        ),
+        (Column(name="T", type="TIME"), "noon", "HEX", "100000", "Time 'noon' is not recognized"),
+        (Column(name="L", type="TIMESTAMP_LTZ"), "x", "HEX", "100035", "Timestamp 'x' is not recognized"),
+        (
+            Column(name="S", type="VARCHAR", precision=1),
+            b"hi",
+            "HEX",
+            "100074",
+            "User character length limit (1) exceeded by string 'hi'",
+        ),
+        (
+            Column(name="S", type="VARCHAR"),
+            b"Caf\xe9",
+            "HEX",
+            "100000",
+            "Invalid UTF8 detected in string 'Caf0xE9'",
+        ),
+        (Column(name="N", type="NUMBER"), b"\xab", "HEX", "100038", "Numeric value 'AB' is not recognized"),
+    ],
+)
+def test_conversion_messages_of_binary_time_and_text(
+    column: Column, value: object, binary_format: str, code: str, message: str
+) -> None:
+    assert conversion_message(column, value, binary_format) == (code, message)
