@@ -8,7 +8,6 @@ query's slot at once.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,16 +16,15 @@ from typing import Any
 import httpx
 import pytest
 import redis
-import uvicorn
 from typer.testing import CliRunner
 
 from floe.runtime import free_port
 from floe.settings import Settings
 from front import cli as cli_module
 from front.client import StatementRejected, auth_header, records, run_sql, stream_sql
-from services.api import MAX_HEAD_BYTES, bounded_httptools, create_app
 from services.query import QueryEngine
 from tests.conftest import wait_until
+from tests.services.conftest import serving
 
 pytestmark = pytest.mark.integration
 
@@ -75,27 +73,8 @@ def served(isolated_settings: Settings, redis_client: redis.Redis[bytes]) -> Ite
             ),
         }
     )
-    app = create_app(settings, redis_client)
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=port,
-        http=bounded_httptools(MAX_HEAD_BYTES, settings.api.body_timeout_s),
-        log_config=None,
-        lifespan="off",
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: server.started, timeout=20, what="uvicorn to start")
+    with serving(settings, redis_client) as app:
         yield Served(settings, app.state.executor.engine)
-    finally:
-        server.should_exit = True
-        thread.join(20)
-        stale = list(redis_client.scan_iter(match=f"{settings.redis.prefix}:*", count=1000))
-        if stale:
-            redis_client.delete(*stale)
 
 
 def test_a_result_past_max_result_rows_streams_whole_in_pages(served: Served) -> None:

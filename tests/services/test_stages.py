@@ -10,7 +10,6 @@ import gzip
 import os
 import re
 import socket
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,6 @@ from typing import Any
 import httpx
 import pytest
 import redis
-import uvicorn
 from typer.testing import CliRunner
 
 from bench.harness import unique
@@ -32,8 +30,8 @@ from floe.stage_crypto import MAGIC, stage_cipher, stored_size
 from front import cli as cli_module
 from front.client import StatementRejected, auth_header, records, run_sql, upload_file
 from front.transfer import Caller, get, put
-from services.api import MAX_HEAD_BYTES, bounded_httptools, create_app
-from tests.conftest import TEST_INTEGRATION, wait_until
+from tests.conftest import TEST_INTEGRATION
+from tests.services.conftest import serving
 
 pytestmark = pytest.mark.integration
 
@@ -91,31 +89,12 @@ def served(
             ),
         }
     )
-    app = create_app(settings, redis_client)
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=port,
-        http=bounded_httptools(MAX_HEAD_BYTES, settings.api.body_timeout_s),
-        log_config=None,
-        lifespan="off",
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
     keys = tmp_path / "keys"
     keys.mkdir()
-    try:
-        wait_until(lambda: server.started, timeout=20, what="uvicorn to start")
+    with serving(settings, redis_client):
         served = Served(settings, s3, keys)
         served.sql(TEST_INTEGRATION)
         yield served
-    finally:
-        server.should_exit = True
-        thread.join(20)
-        stale = list(redis_client.scan_iter(match=f"{settings.redis.prefix}:*", count=1000))
-        if stale:
-            redis_client.delete(*stale)
 
 
 def admin(served: Served) -> Caller:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from unittest.mock import MagicMock
+from typing import Any
 
 import pytest
 
@@ -33,14 +33,24 @@ def test_each_incarnation_has_a_prefix_of_its_own() -> None:
     assert not is_internal("s3://landing/events/", SETTINGS) and not is_internal("", SETTINGS)
 
 
+class NoIntegrations:
+    """A catalog holding no integration, counting its lookups (refusal only calls ``find``)."""
+
+    def __init__(self) -> None:
+        self.lookups = 0
+
+    def find(self, model: Any, name: str) -> None:
+        self.lookups += 1
+
+
 def test_a_pipe_reads_its_internal_stage_without_an_integration() -> None:
-    catalog = MagicMock()
+    catalog: Any = NoIntegrations()
     assert refusal(catalog, SETTINGS, pipe(new_stage_url(SETTINGS))) is None
     # An integration naming the stages bucket is a pipe Floe never made: refused.
     said = refusal(catalog, SETTINGS, pipe(new_stage_url(SETTINGS), "I"))
     assert said is not None and "internal stages bucket" in said
+    assert catalog.lookups == 0  # decided by the URL alone, whatever the catalog holds
     # An external pipe still needs its integration.
-    catalog.find.return_value = None
     external = refusal(
         catalog, SETTINGS.model_copy(update={"stages_without_integration": False}), pipe("s3://b/p/")
     )
