@@ -240,14 +240,16 @@ class PipelineSettings(_Section):
     prefetch_bytes: int = 256 * 1024 * 1024
     """Upper bound on the known bytes read ahead per task; a file of unknown size counts as all of it."""
     stream_file_bytes: int = 64 * 1024 * 1024
-    """Staged CSV files larger than this are read as a stream, in parts, instead of whole."""
+    """Staged CSV, JSON and Parquet files larger than this (stored) are loaded in parts instead of
+    whole: CSV and JSON read as a stream, Parquet a few row groups at a time (decision 83)."""
     chunk_bytes: int = 32 * 1024 * 1024
     """Uncompressed bytes of a streamed file parsed at a time; each part's rows become one blob."""
     max_file_bytes: int = 16 * 1024 * 1024 * 1024
     """Largest decompressed size of one staged file; past it the file fails (decompression bombs)."""
     max_part_bytes: int = 256 * 1024 * 1024
-    """Largest decompressed piece held in memory at once: a whole-read file, or a part of a streamed
-    file that has not reached a record end; past it the file fails."""
+    """Largest decompressed piece held in memory at once: a whole-read file (past it, a CSV, JSON or
+    Parquet file is loaded in parts instead), a part of a streamed file that has not reached a record
+    end, or a Parquet row group; past it the file fails."""
     max_errors_per_file: int = Field(default=100, ge=1, le=10_000)
     """Errors of one file whose detail (message, place, record) is kept for 14 days and shown by
     VALIDATE_PIPE_LOAD; the file's error count in COPY_HISTORY counts them all."""

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -196,7 +197,16 @@ def sql(
     Namespaces and integrations: CREATE [OR REPLACE] DATABASE d | SCHEMA s, DROP, SHOW DATABASES |
     SCHEMAS; CREATE STORAGE INTEGRATION i ... STORAGE_ALLOWED_LOCATIONS = (...) (ACCOUNTADMIN),
     ALTER INTEGRATION i SET ... | UNSET ..., and CREATE STAGE ... STORAGE_INTEGRATION = i (the URL
-    must lie in its allowed locations; every load checks again).
+    must lie in its allowed locations; every load checks again). ALTER STAGE s SET URL = '...' |
+    STORAGE_INTEGRATION = i | FILE_FORMAT = (...) | COMMENT = '...'; a pipe whose stage or table is
+    dropped, replaced or moved stops (SYSTEM$PIPE_STATUS: STOPPED_*) until CREATE OR REPLACE PIPE.
+
+    Tables: ALTER TABLE t ADD [COLUMN] [IF NOT EXISTS] c type [NOT NULL] | DROP [COLUMN] [IF EXISTS]
+    c | RENAME COLUMN c TO d | ALTER [COLUMN] c DROP NOT NULL | SET ENABLE_SCHEMA_EVOLUTION = TRUE |
+    FALSE (the table's owner); with it, loads using MATCH_BY_COLUMN_NAME add the columns files bring.
+    SELECT * FROM TABLE(INFER_SCHEMA(LOCATION => '@s/path', FILE_FORMAT => 'f')) reads staged files'
+    columns (CSV with PARSE_HEADER = TRUE, JSON, Parquet, Avro, ORC); CREATE TABLE t USING TEMPLATE
+    (SELECT ARRAY_AGG(OBJECT_CONSTRUCT(*)) FROM TABLE(INFER_SCHEMA(...))) makes a table of them.
 
     External functions: CREATE API INTEGRATION i API_PROVIDER = ... API_ALLOWED_PREFIXES = (...)
     [API_BLOCKED_PREFIXES = (...)] [API_KEY = '...'] ENABLED = TRUE (ACCOUNTADMIN), ALTER [API]
@@ -210,12 +220,13 @@ def sql(
     ALTER | SHOW | DESC | DROP [NOTIFICATION] INTEGRATION; CREATE PIPE p ERROR_INTEGRATION = i (failed
     files go to the SNS topic) BACKFILL_INTERVAL = '10 MINUTES' (list the stage for missed files).
 
-    Internal stages: CREATE STAGE s [FILE_FORMAT = (...)] [COMMENT = '...'] (no URL), and every
-    table's stage @%t. PUT file:///dir/*.csv @s[/path] [AUTO_COMPRESS = TRUE | FALSE] [OVERWRITE =
-    TRUE | FALSE] [PARALLEL = n] [SOURCE_COMPRESSION = ...] and GET @s[/path] file:///dir/
+    Internal stages: CREATE STAGE s [FILE_FORMAT = (...)] [COMMENT = '...'] (no URL), every
+    table's stage @%t, and your own user stage @~ (yours alone; pipes do not read it).
+    PUT file:///dir/*.csv @s\\[/path] [AUTO_COMPRESS = TRUE | FALSE] [OVERWRITE =
+    TRUE | FALSE] [PARALLEL = n] [SOURCE_COMPRESSION = ...] and GET @s\\[/path] file:///dir/
     [PATTERN = '...'] [PARALLEL = n] run here, on the client, as SnowSQL runs them (alone, not with
-    other statements; see floe put --help, floe get --help). LIST @s[/path] [PATTERN = '...'] and
-    REMOVE @s[/path] [PATTERN = '...'] (LS, RM) list and delete the files of internal and external
+    other statements; see floe put --help, floe get --help). LIST @s\\[/path] [PATTERN = '...'] and
+    REMOVE @s\\[/path] [PATTERN = '...'] (LS, RM) list and delete the files of internal and external
     stages.
 
     Access control (every statement checks the privileges Snowflake's would; README, "Access control"):
@@ -241,7 +252,7 @@ def sql(
         try:
             _print(answer, as_json, profile)
         except SqlFailed as exc:
-            err.print(f"[red]{exc}[/red]")
+            err.print(f"[red]{escape(str(exc))}[/red]")
             raise typer.Exit(1) from None
 
 
@@ -263,7 +274,7 @@ def _transfer_statement(settings: Settings, statement: str) -> PutFiles | GetFil
     try:
         parsed = parse_file_command(transfers[0], Defaults(settings.database, settings.schema_name))
     except FloeError as exc:
-        err.print(f"[red]{exc.message}[/red]")
+        err.print(f"[red]{escape(exc.message)}[/red]")
         raise typer.Exit(1) from None
     return parsed if isinstance(parsed, PutFiles | GetFiles) else None
 
@@ -312,7 +323,7 @@ def _run_transfer(statement: PutFiles | GetFiles, caller: Caller, as_json: bool)
                 else get(statement, caller, bars)
             )
     except SqlFailed as exc:
-        err.print(f"[red]{exc}[/red]")
+        err.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(1) from None
     answer: list[dict[str, Any]] = [
         {"columns": outcome.columns},
@@ -361,7 +372,7 @@ def put_files(
         str,
         typer.Argument(
             help="The internal stage and path: @my_stage, @my_stage/some/path, @db.schema.my_stage, "
-            "or a table's stage @%my_table."
+            "a table's stage @%my_table, or your user stage @~."
         ),
     ],
     options: Annotated[
@@ -382,7 +393,8 @@ def put_files(
     """Upload local files to an internal stage (Snowflake's PUT), with a progress bar.
 
     The files go through the Floe API (no S3 credentials needed), which encrypts each one under
-    Floe's key as it arrives; it needs WRITE on the stage (or OWNERSHIP of the table, for @%t).
+    Floe's key as it arrives; it needs WRITE on the stage (or OWNERSHIP of the table, for @%t;
+    your own user stage @~ needs nothing).
     Prints one row per file: source, target, source_size, target_size, source_compression,
     target_compression, status (UPLOADED, SKIPPED, or ERROR with the reason in message), message.
     Exit code 1 if a file failed. Files above FLOE_STAGES__MAX_FILE_BYTES (5 GiB) are refused.
@@ -396,7 +408,10 @@ def put_files(
 def get_files(
     stage: Annotated[
         str,
-        typer.Argument(help="The internal stage and path to download: @my_stage[/path] or @%my_table[/path]"),
+        typer.Argument(
+            help="The internal stage and path to download: @my_stage\\[/path], @%my_table\\[/path] or "
+            "your user stage @~"
+        ),
     ],
     target: Annotated[
         str,
@@ -420,9 +435,10 @@ def get_files(
 ) -> None:
     """Download the files of an internal stage (Snowflake's GET), decrypted, with a progress bar.
 
-    Needs READ on the stage (or OWNERSHIP of the table, for @%t). Each file is written whole or
-    not at all. Prints one row per file: file, size, status (DOWNLOADED, or ERROR with the reason in
-    message), message. Two files of one name in different folders are refused, as in Snowflake.
+    Needs READ on the stage (or OWNERSHIP of the table, for @%t; nothing for your @~). Each file is
+    written whole or not at all. Prints one row per file: file, size, status (DOWNLOADED, or ERROR
+    with the reason in message), message. Two files of one name in different folders are refused,
+    as in Snowflake.
 
     Example: floe get @my_stage/2026/ file:///tmp/out/ "PATTERN = '.*[.]csv[.]gz'"
     """

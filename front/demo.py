@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table as RichTable
 
 from floe.aws import client as aws_client
@@ -179,7 +180,7 @@ def run_demo(settings: Settings, follow: bool = True, timeout: float = 180.0) ->
         with example_service() as service_url:
             return _run(settings, service_url, follow, timeout)
     except RuntimeError as exc:
-        console.print(f"[red]{exc}[/red]")
+        console.print(f"[red]{escape(str(exc))}[/red]")
         return 1
     except KeyboardInterrupt:
         return 0
@@ -253,7 +254,7 @@ def _run(settings: Settings, service_url: str, follow: bool, timeout: float) -> 
                 console.print(f"[green]{r['STATUS']}[/] {r['FILE_NAME']} rows={r['ROW_COUNT']}")
             seen = max(seen, len(rows))
     except (SqlFailed, StreamingError) as exc:
-        console.print(f"[red]{exc}[/red]")
+        console.print(f"[red]{escape(str(exc))}[/red]")
         return 1
     except KeyboardInterrupt:
         return 0

@@ -392,13 +392,27 @@ def record_end(buf: bytes, fmt: FileFormat) -> int:
     of quote characters that ESCAPE does not escape; a doubled quote counts twice, so it keeps the
     parity). RECORD_DELIMITER = NONE has no boundary: the file is one record.
     """
+    ends = _record_ends(buf, fmt)
+    return int(ends[-1]) if len(ends) else -1
+
+
+def first_record_end(buf: bytes, fmt: FileFormat) -> int:
+    """Offset just past the first record of ``buf`` (as ``record_end`` finds record ends), or -1
+    when ``buf`` holds no record delimiter that ends a record."""
+    ends = _record_ends(buf, fmt)
+    return int(ends[0]) if len(ends) else -1
+
+
+def _record_ends(buf: bytes, fmt: FileFormat) -> np.ndarray:
+    """Offsets just past each record delimiter of ``buf`` that ends a record (``record_end``)."""
+    none = np.zeros(0, dtype=np.int64)
     token = _boundary_token(fmt)
     if not token:
-        return -1
+        return none
     data = np.frombuffer(buf, dtype=np.uint8)
     starts = _token_positions(buf, data, token)
     if not len(starts):
-        return -1
+        return none
     unenclosed_escape = fmt.escape_unenclosed_field
     if unenclosed_escape:
         escape = unenclosed_escape.encode("utf-8")
@@ -414,9 +428,8 @@ def record_end(buf: bytes, fmt: FileFormat) -> int:
             quotes = quotes[~_escaped(quotes, _token_positions(buf, data, e), len(e))]
         if len(quotes):
             starts = starts[np.searchsorted(quotes, starts) % 2 == 0]
-    if not len(starts):
-        return -1
-    return int(starts[-1]) + len(token)
+    ends: np.ndarray = starts + len(token)
+    return ends
 
 
 def _last_delimiter(buf: bytes, fmt: FileFormat) -> int:
@@ -440,7 +453,36 @@ def record_chunks(
     A part is larger only when one record is: it grows until a boundary turns up, but not past
     ``max_part_bytes`` (PartTooLarge): a file without record delimiters would otherwise be read
     into memory whole, however large it inflates.
+
+    With PARSE_HEADER = TRUE every part after the first starts with the file's header record again
+    (the first part's first record), so each part knows the column names on its own
+    (``pipeline.formats.csv_records``, decision 82).
     """
+    parts = _record_parts(stream, chunk_bytes, fmt, max_part_bytes=max_part_bytes, path=path)
+    return _headed(parts, fmt) if fmt.parse_header else parts
+
+
+def _headed(parts: Iterator[bytes], fmt: FileFormat) -> Iterator[bytes]:
+    """``parts``, the later ones with the first part's first record in front."""
+    header = b""
+    for n, part in enumerate(parts):
+        if n == 0:
+            end = first_record_end(part, fmt)
+            header = part if end < 0 else part[:end]
+            yield part
+        else:
+            yield header + part
+
+
+def _record_parts(
+    stream: Readable,
+    chunk_bytes: int,
+    fmt: FileFormat,
+    *,
+    max_part_bytes: int | None = None,
+    path: str = "",
+) -> Iterator[bytes]:
+    """``record_chunks`` without the header repeated."""
     stream = transcoded(stream, fmt)
     guarded = fmt.field_optionally_enclosed_by is not None or bool(fmt.escape_unenclosed_field)
     ceiling = max_part_bytes + 1 if max_part_bytes is not None else None

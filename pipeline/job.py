@@ -33,6 +33,7 @@ from floe.catalog import (
     now_ms,
 )
 from floe.catalog.locations import refusal
+from floe.catalog.pipe_state import pipe_stopped
 from floe.history import FileState
 from floe.keys import Keys, RedisClient
 from floe.records import TASK_SCHEMA, WIRE_DDL, LoadTask, PipeResults, decode_results
@@ -120,11 +121,22 @@ class BatchProcessor:
                 log.info("batch %d already committed for pipe %s: replay skipped", batch_id, pipe_id)
                 continue
             pipe = self.catalog.pipe_by_id(pipe_id)
-            table = self.catalog.find(Table, pipe.copy_spec.table) if pipe else None
-            if pipe is None or table is None or table.id != pipe.table_id:
-                log.warning("pipe %s or its table is gone; dropping %d queued files", pipe_id, len(files))
+            if pipe is None:
+                log.warning("pipe %s is gone; dropping %d queued files", pipe_id, len(files))
+                continue
+            stopped = pipe_stopped(self.catalog, pipe)
+            if stopped is not None and pipe.source == "streaming":
+                log.warning("the table of pipe %s is gone; dropping %d appends", pipe_id, len(files))
                 continue
             pipes[pipe_id] = pipe.model_dump_json()
+            if stopped is not None:
+                # Stopped after this batch was planned (the source holds a stopped pipe back): the
+                # files fail unread, saying why, so none is left queued with no load to end it.
+                refused[pipe_id] = f"{stopped.state}: {stopped.reason}"
+                log.warning("%d files refused: %s", len(files), stopped.reason, extra={"pipe": pipe.name})
+                todo.extend(files)
+                continue
+            table = self.catalog.get(Table, pipe.copy_spec.table)
             tables[pipe_id] = table.model_dump_json()
             calls, missing = external_functions(self.catalog, pipe)
             if calls:

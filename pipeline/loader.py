@@ -24,20 +24,21 @@ from typing import Any
 import pyarrow as pa
 from botocore.exceptions import ClientError
 from pyarrow import fs as pafs
+from redis import RedisError
 
 from floe.aws import client as aws_client
 from floe.aws import object_gone, pyarrow_s3_kwargs
+from floe.blob_columns import blob_schema, fill, to_blob
 from floe.blobs import BlobCrypto, BlobMeta, crypto_from_settings, write_blob
 from floe.catalog import ApiIntegration, ExternalFunction, Pipe, Table
-from floe.catalog.models import CONTEXT_FUNCTIONS
-from floe.errors import FileLoadError
+from floe.catalog.models import CONTEXT_FUNCTIONS, FileFormat
+from floe.errors import CompilationError, FileLoadError
 from floe.external import Breaker, FunctionCaller, RemoteFunction
 from floe.keys import Keys, RedisClient, one_slot
 from floe.records import LoadOutcome, LoadTask, RowAppend, encode_results
 from floe.runtime import Faults, setup_logging
 from floe.settings import Settings
 from floe.stage_crypto import StageFileError, plain_size, stage_cipher
-from floe.types import arrow_schema
 from pipeline.chunks import (
     STREAMABLE_COMPRESSION,
     PartTooLarge,
@@ -46,7 +47,16 @@ from pipeline.chunks import (
     decompressed,
     record_chunks,
 )
-from pipeline.formats import FileParseError, read_checked_lines, read_csv_part, read_raw
+from pipeline.evolution import TaskTable, evolvable, evolve
+from pipeline.formats import (
+    FileParseError,
+    RawFile,
+    open_parquet,
+    read_checked_lines,
+    read_csv_part,
+    read_raw,
+)
+from pipeline.large_files import RangeReader, is_gzip, json_parts, parquet_parts, read_json_part, spooled
 from pipeline.transform import (
     CompiledCopy,
     FileCopy,
@@ -283,12 +293,16 @@ def transform_file(
     *,
     streamable: bool = False,
     checked_lines: bool = False,
+    evolving: TaskTable | None = None,
 ) -> tuple[pa.Table | None, LoadOutcome]:
-    """Parse one file's bytes and apply the pipe's COPY; returns its rows (or None) and its outcome.
+    """Parse one file's bytes and apply the pipe's COPY; returns its rows (or None), by their blob
+    columns (``floe.blob_columns.to_blob``), and its outcome.
 
     A file that decompresses past ``pipeline.max_part_bytes`` fails, or with ``streamable`` raises
     PartTooLarge for the caller to stream it instead. ``checked_lines``: the bytes are a streaming
-    append the API checked (one JSON object per line), split rather than parsed.
+    append the API checked (one JSON object per line), split rather than parsed. ``evolving``: the
+    table as the task knows it, which the file may evolve first (``pipeline.evolution``); it then
+    replaces ``table``.
     """
     location = f"{pipe.bucket}/{pipe.object_key(path)}"
     compiled: CompiledCopy | None = None
@@ -299,6 +313,9 @@ def transform_file(
             raw = read_checked_lines(data, fmt, path)
         else:
             raw = read_raw(data, fmt, path=path, max_bytes=w.settings.pipeline.max_part_bytes)
+        if evolving is not None:
+            table = evolve(w, pipe, evolving, raw, path)
+            compiled = w.compiled_for(pipe, table)
         info = None
         if compiled.file_info and not checked_lines:
             info = w.file_info(pipe.bucket, pipe.object_key(path))
@@ -311,14 +328,15 @@ def transform_file(
             info=info,
             max_errors=w.settings.pipeline.max_errors_per_file,
         )
-    except FileLoadError as exc:
+    except (FileLoadError, CompilationError) as exc:
         if streamable and isinstance(exc, PartTooLarge):
             raise
-        if compiled is None:
+        # A COPY that no longer compiles (its table changed under it, decision 81) is the pipe's error.
+        if compiled is None or isinstance(exc, CompilationError):
             return None, LoadOutcome.stopped(path, exc.message, system=False, size=len(data), trouble="pipe")
         return None, failed_file(compiled, exc, path).sized(len(data))
-    except MemoryError:
-        raise  # may pass on a retry with more room: the batch is replayed
+    except (MemoryError, RedisError):
+        raise  # may pass on a retry (more room; Redis back, for a schema evolution): the batch is replayed
     except Exception as exc:
         # Parsing and transforming a file is deterministic: a failure Floe did not foresee would
         # fail every replay of the batch too, stalling every pipe behind this one file. The file
@@ -330,13 +348,17 @@ def transform_file(
     outcome = result.sized(len(data))
     if outcome.status == "LOAD_FAILED" or rows.num_rows == 0:
         return None, outcome
-    return rows, outcome
+    return to_blob(rows, table), outcome
 
 
 def _stream_limit(w: _Worker, pipe: Pipe) -> int | None:
-    """Size above which this pipe's files are streamed; None when its format is always read whole."""
+    """Size above which this pipe's files are streamed; None when its format is always read whole
+    (Avro, ORC). Parquet is read by row group whatever its COMPRESSION (its pages' own)."""
     fmt = pipe.copy_spec.file_format
-    if fmt.type.upper() != "CSV" or (fmt.compression or "AUTO").upper() not in STREAMABLE_COMPRESSION:
+    kind = fmt.type.upper()
+    if kind == "PARQUET":
+        return w.settings.pipeline.stream_file_bytes
+    if kind not in ("CSV", "JSON") or (fmt.compression or "AUTO").upper() not in STREAMABLE_COMPRESSION:
         return None
     return w.settings.pipeline.stream_file_bytes
 
@@ -407,11 +429,14 @@ def stream_file(
     index: int,
     size: int,
     data: bytes | None = None,
+    evolving: TaskTable | None = None,
 ) -> tuple[list[BlobMeta], LoadOutcome]:
-    """Load one large CSV file part by part: each part is parsed, transformed and written as its own
-    blob, so memory is bounded by ``pipeline.chunk_bytes``, not by the file. ``task`` is the file's
-    task and ``index`` its place in the task (both name the blobs); ``data``, the file's stored
-    bytes when they are already in memory (a small file that inflates too much to read whole).
+    """Load one large CSV, JSON or Parquet file part by part (``_file_parts``): each part is parsed,
+    transformed and written as its own blob, so memory is bounded by ``pipeline.chunk_bytes``, not
+    by the file. ``task`` is the file's task and ``index`` its place in the task (both name the
+    blobs); ``data``, the file's stored bytes when they are already in memory (a small file that
+    inflates too much to read whole); ``evolving``, the table as the task knows it, which each part
+    may evolve (``pipeline.evolution``).
 
     ON_ERROR is applied to the whole file's counts: when it fails the file, the blobs already
     written are deleted and none is returned. So is a file that decompresses past
@@ -421,7 +446,6 @@ def stream_file(
     path = task.path
     key = pipe.object_key(path)
     location = f"{pipe.bucket}/{key}"
-    fmt = pipe.copy_spec.file_format
     extra = {"pipe": pipe.name, "file": path}
     blobs: list[BlobMeta] = []
     compiled: CompiledCopy | None = None
@@ -433,44 +457,30 @@ def stream_file(
         copy = FileCopy(
             compiled, path, w.remote_for(pipe), info, max_errors=w.settings.pipeline.max_errors_per_file
         )
-        schema = arrow_schema(table)
-        width: int | None = None
-        rows_before = lines_before = 0
-        limits = w.settings.pipeline
-        with _open_stream(w, pipe.bucket, key, data) as raw_stream:
-            body = decompressed(raw_stream, fmt.compression, path, max_bytes=limits.max_file_bytes)
-            chunks = record_chunks(
-                body,
-                limits.chunk_bytes,
-                fmt,
-                max_part_bytes=limits.max_part_bytes,
-                path=path,
-            )
-            for part, chunk in enumerate(chunks):
+        schema = blob_schema(table)
+        with _file_parts(w, pipe, key, path, data) as raws:
+            for part, raw in enumerate(raws):
                 w.faults.hit("pipeline.reading")
-                try:
-                    raw = read_csv_part(chunk, fmt, path, first=part == 0, width=width)
-                except FileParseError as exc:
-                    exc.line += lines_before
-                    raise
-                width = width or raw.width
-                raw.row_offset, raw.line_offset = rows_before, lines_before
+                if evolving is not None and (evolved := evolve(w, pipe, evolving, raw, path)) is not table:
+                    # A part brought columns (decision 81): it and the parts after it load them; the
+                    # blobs of the parts before read them as NULL.
+                    table, compiled = evolved, w.compiled_for(pipe, evolved)
+                    copy.compiled, schema = compiled, blob_schema(table)
                 rows = copy.add(raw, w.con)
-                rows_before += raw.rows_parsed
-                lines_before += raw.lines
                 parts += 1
-                del raw, chunk
+                del raw
                 if rows.num_rows and not copy.doomed:
                     name = blob_name(pipe, table, ctx.query_id, ctx.batch_id, task.part, (index, part))
                     target = f"{w.settings.pipeline.tables_bucket}/{name}"
-                    meta = write_blob(rows.cast(schema), w.fs, target, w.crypto, name=name, files=[path])
+                    stored = to_blob(rows, table).cast(schema)
+                    meta = write_blob(stored, w.fs, target, w.crypto, name=name, files=[path])
                     blobs.append(meta)
                 del rows
         outcome = copy.result().sized(size)
     except FileNotFoundError:
         outcome = LoadOutcome.stopped(path, _not_found(location), system=True, size=size)
-    except FileLoadError as exc:
-        if compiled is None:
+    except (FileLoadError, CompilationError) as exc:
+        if compiled is None or isinstance(exc, CompilationError):
             outcome = LoadOutcome.stopped(path, exc.message, system=False, size=size, trouble="pipe")
         else:
             outcome = failed_file(compiled, exc, path).sized(size)
@@ -500,6 +510,105 @@ def stream_file(
         extra=extra,
     )
     return blobs, outcome
+
+
+@contextmanager
+def _file_parts(
+    w: _Worker, pipe: Pipe, key: str, path: str, data: bytes | None
+) -> Iterator[Iterator[RawFile]]:
+    """A large staged file's parts, each a RawFile placed in the file (``_placed``): CSV and JSON
+    from its decompressed stream (``pipeline.chunks``, ``pipeline.large_files``), Parquet a run of
+    row groups at a time, read by ranges."""
+    fmt = pipe.copy_spec.file_format
+    limits = w.settings.pipeline
+    kind = fmt.type.upper()
+    if kind == "PARQUET":
+        with _random_access(w, pipe.bucket, key, path, data) as source:
+            parquet = open_parquet(source, path)
+            yield _placed(
+                parquet_parts(
+                    parquet,
+                    fmt,
+                    path,
+                    chunk_bytes=limits.chunk_bytes,
+                    max_part_bytes=limits.max_part_bytes,
+                    max_file_bytes=limits.max_file_bytes,
+                )
+            )
+        return
+    with _open_stream(w, pipe.bucket, key, data) as raw_stream:
+        body = decompressed(raw_stream, fmt.compression, path, max_bytes=limits.max_file_bytes)
+        if kind == "JSON":
+            pieces = json_parts(
+                body, limits.chunk_bytes, fmt, max_part_bytes=limits.max_part_bytes, path=path
+            )
+            yield _placed(read_json_part(p, fmt, path, first=n == 0) for n, p in enumerate(pieces))
+        else:
+            yield _placed(_csv_parts(body, fmt, path, limits.chunk_bytes, limits.max_part_bytes))
+
+
+def _csv_parts(
+    body: Readable, fmt: FileFormat, path: str, chunk_bytes: int, max_part_bytes: int
+) -> Iterator[RawFile]:
+    """A CSV file's record-aligned parts, parsed; the first fixes the record width of the others."""
+    width: int | None = None
+    chunks = record_chunks(body, chunk_bytes, fmt, max_part_bytes=max_part_bytes, path=path)
+    for part, chunk in enumerate(chunks):
+        raw = read_csv_part(chunk, fmt, path, first=part == 0, width=width)
+        width = width or raw.width
+        del chunk
+        yield raw
+        del raw  # the caller holds the only reference while it loads the part
+
+
+def _placed(parts: Iterator[RawFile]) -> Iterator[RawFile]:
+    """``parts`` (each numbered from 1) with the records and lines of the parts before them as
+    offsets, so row numbers and error lines are the file's; so is the line of a part's whole-part
+    failure (FileParseError: invalid UTF-8 in a JSON part)."""
+    rows_before = lines_before = 0
+    while True:
+        try:
+            raw = next(parts)
+        except StopIteration:
+            return
+        except FileParseError as exc:
+            exc.line += lines_before
+            raise
+        raw.row_offset, raw.line_offset = rows_before, lines_before
+        rows_before += raw.rows_parsed
+        lines_before += raw.lines
+        yield raw
+        del raw
+
+
+@contextmanager
+def _random_access(w: _Worker, bucket: str, key: str, path: str, data: bytes | None) -> Iterator[Any]:
+    """A staged Parquet file open for reading by ranges: the object in S3 itself, or ``data``, its
+    bytes already in memory. One that cannot be read by ranges (an internal stage's sealed file, a
+    whole-file gzip wrapper, a key pyarrow refuses) is copied to a local temporary file first
+    (``pipeline.large_files.spooled``)."""
+    limit = w.settings.pipeline.max_file_bytes
+    if data is not None:
+        if not is_gzip(data[:2]):
+            yield pa.BufferReader(data)
+            return
+        with spooled(io.BytesIO(data), path, limit) as spool:
+            yield spool
+        return
+    if bucket != w.settings.stages.bucket:
+        try:
+            opened: Any = w.fs.open_input_file(f"{bucket}/{key}")
+        except pa.ArrowInvalid:
+            opened = None
+        if opened is not None:
+            with opened:
+                reader = RangeReader(opened)
+                if not is_gzip(reader.read(2)):
+                    reader.seek(0)
+                    yield reader
+                    return
+    with _open_stream(w, bucket, key) as stream, spooled(stream, path, limit) as spool:
+        yield spool
 
 
 def _delete_blobs(w: _Worker, blobs: list[BlobMeta]) -> None:
@@ -587,7 +696,7 @@ def load_appends(
             out.append(outcome.of_task(task))
         if pieces:
             name = blob_name(pipe, table, ctx.query_id, ctx.batch_id, part, channel=index)
-            combined = pa.concat_tables(pieces).cast(arrow_schema(table))
+            combined = pa.concat_tables(pieces).cast(blob_schema(table))
             path = f"{w.settings.pipeline.tables_bucket}/{name}"
             out.append(write_blob(combined, w.fs, path, w.crypto, name=name, files=loaded))
     return out
@@ -627,12 +736,18 @@ def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> I
         clock = _TaskClock()
         streamable = _stream_limit(w, pipe) is not None
         fetches = _prefetched(w, pipe, ordered)
+        # The table as this task knows it: a file may evolve it, and later files load into that.
+        evolving = TaskTable(table) if evolvable(pipe, table) else None
         for index, task in enumerate(ordered):
             with clock.waiting():
                 fetched = next(fetches)
+            if evolving is not None:
+                table = evolving.table
             if isinstance(fetched, Streamed):
                 data = None
-                streamed, outcome = stream_file(w, ctx, pipe, table, task, index, fetched.size)
+                streamed, outcome = stream_file(
+                    w, ctx, pipe, table, task, index, fetched.size, evolving=evolving
+                )
                 out.extend(streamed)
             elif isinstance(fetched, LoadOutcome):
                 data, outcome = None, fetched
@@ -640,12 +755,14 @@ def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> I
                 try:
                     with clock.working():
                         data, outcome = transform_file(
-                            w, pipe, table, task.path, fetched, streamable=streamable
+                            w, pipe, table, task.path, fetched, streamable=streamable, evolving=evolving
                         )
                 except PartTooLarge:
                     # Small stored, too large inflated to hold whole: stream the bytes already here.
                     data = None
-                    streamed, outcome = stream_file(w, ctx, pipe, table, task, index, len(fetched), fetched)
+                    streamed, outcome = stream_file(
+                        w, ctx, pipe, table, task, index, len(fetched), fetched, evolving=evolving
+                    )
                     out.extend(streamed)
             out.append(outcome.of_task(task))
             if data is not None:
@@ -654,7 +771,9 @@ def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> I
         if pieces:
             with clock.writing():
                 name = blob_name(pipe, table, ctx.query_id, ctx.batch_id, part)
-                combined = pa.concat_tables(pieces).cast(arrow_schema(table))
+                # Rows of files loaded before an evolution lack its columns: NULL (floe.blob_columns).
+                schema = blob_schema(evolving.table if evolving is not None else table)
+                combined = pa.concat_tables([fill(piece, schema) for piece in pieces])
                 path = f"{w.settings.pipeline.tables_bucket}/{name}"
                 meta = write_blob(combined, w.fs, path, w.crypto, name=name, files=loaded)
                 out.append(meta)

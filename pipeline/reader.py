@@ -16,12 +16,13 @@ from pyarrow import fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 
 from floe.aws import pyarrow_s3_kwargs
+from floe.blob_columns import read_as, stored_schema
 from floe.blobs import crypto_from_settings, read_blob
 from floe.catalog import Catalog, Table
 from floe.catalog.ddl import Defaults, qualify
 from floe.keys import Keys
 from floe.settings import Settings
-from floe.types import arrow_schema, conform
+from floe.types import arrow_schema
 
 
 def blob_names(settings: Settings, table: Table) -> list[str]:
@@ -46,6 +47,9 @@ def read_table(
     # its text (HH:MM:SS.ffffff: Spark's Arrow exchange has no time of day).
     columns = arrow_schema(table, offsets=False)
     schema = pa.schema([f.with_type(pa.string()) if pa.types.is_time(f.type) else f for f in columns])
+    # Each blob holds the columns it was written with, by stored name: a column added since reads
+    # as NULL, a dropped one is not asked for, a renamed one is found (floe.blob_columns).
+    stored = stored_schema(table, schema)
     names = blob_names(settings, table)
     settings_json = settings.worker_json()
     key = settings.encryption.resolve_master_key()
@@ -58,7 +62,7 @@ def read_table(
         for batch in batches:
             for name in batch.column("name").to_pylist():
                 data = read_blob(fs, f"{s.pipeline.tables_bucket}/{name}", crypto, name=name)
-                yield from conform(data, schema).to_batches()
+                yield from read_as(data, stored, schema).to_batches()
 
     names_df = spark.createDataFrame([(n_,) for n_ in names], "name string").repartition(n)
     spark_schema = _spark_ddl(schema)

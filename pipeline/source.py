@@ -39,6 +39,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from floe.catalog import Catalog, Pipe
+from floe.catalog.pipe_state import pipe_stopped
 from floe.external import Breaker, held_back
 from floe.keys import Keys, RedisClient
 from floe.records import SOURCE_SCHEMA, LoadTask, QueueEntry, RowAppend
@@ -164,7 +165,10 @@ class FileStreamReader(DataSourceStreamReader):
 
     def _latest(self, client: RedisClient, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         catalog = Catalog(client, self.keys)
-        unpaused = [p for p in catalog.all(Pipe).values() if not p.paused]
+        # A stopped pipe (its table or stage dropped or replaced) is held back as a paused one: its
+        # files wait in its queue for CREATE OR REPLACE PIPE (decision 84).
+        every = catalog.all(Pipe).values()
+        unpaused = [p for p in every if not p.paused and pipe_stopped(catalog, p) is None]
         held = self._held_back(client, catalog, unpaused)
         unpaused = [p for p in unpaused if p.id not in held]
         pipes = [p for p in unpaused if p.source != "streaming"]

@@ -20,6 +20,7 @@ from floe.catalog import (
     Catalog,
     CatalogObject,
     Role,
+    Stage,
     User,
     future_key,
     grant_key,
@@ -64,6 +65,14 @@ from services.access import (
 )
 from services.auth import Principal
 from services.query import Result
+from services.stage_grants import (
+    applicable,
+    checked_bulk,
+    checked_bulk_revoke,
+    checked_future,
+    checked_grant,
+    checked_revoke,
+)
 
 MANAGE_GRANTS = Need("ACCOUNT", "", ("MANAGE GRANTS",))
 """What lets a role (SECURITYADMIN, and ACCOUNTADMIN above it) grant on any object."""
@@ -144,8 +153,15 @@ def _system_role(name: str) -> CompilationError:
 class GrantStatements:
     """Runs user, role and grant statements for one API process."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, dropped: Callable[[CatalogObject], None] | None = None) -> None:
         self.catalog = catalog
+        self._dropped = dropped
+        """Told of a user dropped or replaced, whose stage (``@~``) goes with it."""
+
+    def user_gone(self, user: User | None) -> None:
+        """A user was dropped or replaced: its stage's files go too, as Snowflake's do."""
+        if user is not None and self._dropped is not None:
+            self._dropped(user)
 
     def handlers(self) -> dict[type, Callable[[Any, Principal], Result]]:
         """Statement type -> the method that checks its privileges and runs it."""
@@ -230,9 +246,13 @@ class GrantStatements:
         roles = list(self.catalog.all(Role).values())
         for key in keys:
             holders = [r for r in roles if key in r.future]
+            stage = self.catalog.find(Stage, name) if kind == "STAGE" else None
             if holders:
                 for role in holders:
-                    self.set_grants(role, grant_key(kind, name), role.future[key])
+                    # FUTURE STAGES may hold USAGE, READ and WRITE: each stage gets its kind's.
+                    privileges = applicable(stage, role.future[key]) if stage else role.future[key]
+                    if privileges:
+                        self.set_grants(role, grant_key(kind, name), privileges)
                 return
 
     def forget_role(self, name: str) -> None:
@@ -310,6 +330,7 @@ class GrantStatements:
                 created_ms=now_ms(),
             )
         )
+        self.user_gone(old)  # a new user starts with an empty stage (@~)
         return status(f"User {s.name} successfully created.")
 
     def alter_user(self, s: AlterUser, principal: Principal) -> Result:
@@ -342,7 +363,7 @@ class GrantStatements:
     def drop_user(self, s: DropUser, principal: Principal) -> Result:
         if not self.target(principal, "USER", s.name, s.if_exists):
             return status(f"Drop statement executed successfully ({s.name} already dropped).")
-        self.catalog.delete(User, s.name)
+        self.user_gone(self.catalog.delete(User, s.name))
         return status(f"{s.name} successfully dropped.")
 
     def describe_user(self, s: DescribeUser, principal: Principal) -> Result:
@@ -479,7 +500,11 @@ class GrantStatements:
             return self._transfer(s.on, s.role, s.current_grants)
         role = self.role(s.role)
         key = grant_key(s.on.kind, s.on.name)
-        self.set_grants(role, key, [*role.grants.get(key, []), *s.privileges])
+        privileges = s.privileges
+        if s.on.kind == "STAGE":
+            stage = self.catalog.get(Stage, s.on.name)
+            privileges = checked_grant(stage, privileges, s.all_privileges, role.grants.get(key, []))
+        self.set_grants(role, key, [*role.grants.get(key, []), *privileges])
         return status(_STATEMENT_DONE)
 
     def _transfer(self, on: Securable, role: str, current: str | None) -> Result:
@@ -503,17 +528,30 @@ class GrantStatements:
                 raise CompilationError("Future grants of OWNERSHIP are not supported; grant the privileges.")
             role = self.role(s.role)
             key = future_key(on.kind, on.container_kind, on.container)
+            if on.kind == "STAGE":
+                checked_future(s.privileges, role.future.get(key, []), "GRANT")
             self.set_grants(role, key, [*role.future.get(key, []), *s.privileges], future=True)
             return status(_STATEMENT_DONE)
-        for obj in self._bulk_objects(on):
+        objects = self._bulk_objects(on)
+        if on.kind == "STAGE" and s.privileges != ["OWNERSHIP"]:
+            checked_bulk(self._stages_held(objects, s.role), s.privileges)
+        for obj in objects:
             target = Securable(on.kind, obj.name)
             if s.privileges == ["OWNERSHIP"]:
                 self._transfer(target, s.role, s.current_grants)
                 continue
             role = self.role(s.role)
             key = grant_key(on.kind, obj.name)
-            self.set_grants(role, key, [*role.grants.get(key, []), *s.privileges])
+            # A schema's stages of both kinds each get the privileges their kind takes.
+            privileges = applicable(obj, s.privileges) if isinstance(obj, Stage) else s.privileges
+            if privileges:
+                self.set_grants(role, key, [*role.grants.get(key, []), *privileges])
         return status(_STATEMENT_DONE)
+
+    def _stages_held(self, objects: list[CatalogObject], role_name: str) -> list[tuple[Stage, list[str]]]:
+        """Each stage of a bulk statement, with what the role holds on it directly."""
+        role = self.role(role_name)
+        return [(o, role.grants.get(grant_key("STAGE", o.name), [])) for o in objects if isinstance(o, Stage)]
 
     def revoke_privileges(self, s: RevokePrivileges, principal: Principal) -> Result:
         if "OWNERSHIP" in s.privileges:
@@ -529,9 +567,14 @@ class GrantStatements:
             if on.future:
                 key = future_key(on.kind, on.container_kind, on.container)
                 held = role.future.get(key, [])
+                if on.kind == "STAGE":
+                    checked_future(s.privileges, held, "REVOKE")
                 self.set_grants(role, key, [p for p in held if p not in s.privileges], future=True)
                 return status(_STATEMENT_DONE)
-            for obj in self._bulk_objects(on):
+            objects = self._bulk_objects(on)
+            if on.kind == "STAGE":
+                checked_bulk_revoke(self._stages_held(objects, s.role), s.privileges)
+            for obj in objects:
                 role = self.role(s.role)
                 key = grant_key(on.kind, obj.name)
                 self.set_grants(role, key, [p for p in role.grants.get(key, []) if p not in s.privileges])
@@ -540,8 +583,12 @@ class GrantStatements:
         role = self.role(s.role)
         key = grant_key(s.on.kind, s.on.name)
         held = role.grants.get(key, [])
+        privileges = s.privileges
+        if s.on.kind == "STAGE":
+            stage = self.catalog.get(Stage, s.on.name)
+            privileges = checked_revoke(stage, privileges, s.all_privileges, held)
         if held:
-            self.set_grants(role, key, [p for p in held if p not in s.privileges])
+            self.set_grants(role, key, [p for p in held if p not in privileges])
         return status(_STATEMENT_DONE)
 
     # ------------------------------------------------------------------------------ SHOW GRANTS

@@ -41,17 +41,19 @@ from sqlglot.optimizer.scope import Scope, build_scope
 
 from floe import sandbox
 from floe.aws import pyarrow_s3_kwargs
+from floe.blob_columns import blob_schema, fill, stored_name, stored_schema
 from floe.blobs import BlobCrypto, OpenedBlob, crypto_from_settings, open_blob, row_group_stats
 from floe.catalog import Catalog, Column, Pipe, Table
 from floe.catalog.ddl import Defaults, qualify, qualify_table
 from floe.catalog.locations import refusal
+from floe.catalog.pipe_state import pipe_stopped
 from floe.errors import CompilationError, ObjectNotFound, SqlError
 from floe.external import Breaker, FunctionCaller, held_back
 from floe.history import iso_utc
 from floe.keys import Keys, RedisClient
 from floe.records import QueueEntry
 from floe.settings import Settings
-from floe.types import arrow_schema, conform, parse_column_type
+from floe.types import arrow_schema, parse_column_type
 from services.access import Check, Need
 from services.external_calls import ExternalCalls
 from services.functions import check_functions, function_name
@@ -456,7 +458,8 @@ def _predicate(column: Column | None, op: str, node: exp.Expr) -> Predicate | No
     if column.type == "FLOAT" and op in (">", ">="):
         return None
     value = _literal(node, column)
-    return None if value is None else (column.name, op, value)
+    # Statistics are kept per blob column: a column's stored name (floe.blob_columns).
+    return None if value is None else (stored_name(column), op, value)
 
 
 def _predicates(query: exp.Expr, source: exp.Table, table: Table) -> list[Predicate]:
@@ -640,7 +643,8 @@ def evaluate_bound(node: exp.Expr, now: dt.datetime) -> dt.datetime:
 def _table_function_error(name: str) -> CompilationError:
     return CompilationError(
         f"Unknown table function {name}; the table functions are "
-        "TABLE(INFORMATION_SCHEMA.COPY_HISTORY(...)) and TABLE(INFORMATION_SCHEMA.VALIDATE_PIPE_LOAD(...))",
+        "TABLE(INFORMATION_SCHEMA.COPY_HISTORY(...)), TABLE(INFORMATION_SCHEMA.VALIDATE_PIPE_LOAD(...)) "
+        "and TABLE(INFER_SCHEMA(...))",
         code="002140",
         sql_state="42601",
     )
@@ -820,7 +824,7 @@ def _decoded_estimate(table: Table, entry: dict[str, Any], stats: dict[str, dict
     if not isinstance(rows, int) or isinstance(rows, bool):
         return None
     total = 0
-    for column in arrow_schema(table):
+    for column in blob_schema(table):
         width = _width(column)
         if width < _VARIABLE:
             total += rows * max(1, width // 8)
@@ -875,7 +879,8 @@ def _read_columns(query: exp.Expr, source: exp.Table, table: Table, whole: bool)
     wanted = [n for n in names if n.upper() in used]
     if wanted:
         return wanted
-    return [min(arrow_schema(table, offsets=False), key=_width).name]  # a column every blob has
+    # A blob without the column (added after it) still gives its row count, in NULLs (floe.blob_columns).
+    return [min(arrow_schema(table, offsets=False), key=_width).name]
 
 
 def _check_resolved(query: exp.Expr, ours: set[int]) -> None:
@@ -919,9 +924,9 @@ _STAT_KEYS = ("blobs_total", "blobs_scanned", "row_groups_total", "row_groups_sc
 
 def _cast_batches(table: pa.Table, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """A decoded table's batches as ``schema``: its columns, in the table's types (zero-copy when they
-    agree; an offset column an older blob lacks reads as NULL, ``floe.types.conform``)."""
+    agree; a column an older blob lacks reads as NULL, ``floe.blob_columns.fill``)."""
     for batch in table.to_batches():
-        yield conform(batch, schema)
+        yield fill(batch, schema)
 
 
 def _timed_out(seconds: float) -> SqlError:
@@ -1067,7 +1072,15 @@ class QueryEngine:
             else:
                 plan.release()
         schema = arrow_schema(table)
-        return BlobScan(pa.schema([schema.field(c) for c in columns]), kept, self._blob_batches)
+        shown = pa.schema([schema.field(c) for c in columns])
+        # Blobs hold each column under its stored name, whatever the table calls it now.
+        stored = stored_schema(table, shown)
+
+        def read(plan: _BlobPlan, _: pa.Schema) -> Iterator[pa.RecordBatch]:
+            for batch in self._blob_batches(plan, stored):
+                yield pa.RecordBatch.from_arrays(batch.columns, schema=shown)
+
+        return BlobScan(shown, kept, read)
 
     def _open_blobs(self, plans: list[_BlobPlan]) -> None:
         """Open each blob (S3 requests and footer decryption, up to ``_OPEN_THREADS`` at once); the
@@ -1098,7 +1111,8 @@ class QueryEngine:
         return 0 < size <= cap
 
     def _blob_batches(self, plan: _BlobPlan, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-        """One blob's planned row groups, as batches of ``schema``'s columns.
+        """One blob's planned row groups, as batches of ``schema``'s columns (blob column names; a
+        column the blob lacks is all NULL).
 
         A cached blob is served from memory. Otherwise the blob is read row group by row group; a
         small one (``_cacheable``) is read whole and kept in the cache unless it turns out larger
@@ -1118,7 +1132,7 @@ class QueryEngine:
         try:
             wanted = set(plan.groups)
             md = opened.metadata
-            present = set(md.schema.to_arrow_schema().names)  # an older blob lacks offset columns
+            present = set(md.schema.to_arrow_schema().names)  # an older blob lacks later columns
             keep: list[pa.Table] | None = [] if self._cacheable(plan, opened) else None
             held = 0
             cap = min(self.settings.api.query_cache_blob_bytes, self.cache.budget)
@@ -1135,7 +1149,7 @@ class QueryEngine:
                 elif g in wanted:
                     for batch in opened.batches(g, [c for c in columns if c in present]):
                         self.meter.sample()
-                        yield conform(batch, schema)
+                        yield fill(batch, schema)
             if keep is not None:
                 stats = tuple(row_group_stats(md, g) for g in range(md.num_row_groups))
                 self.cache.put(plan.name, CachedBlob(tuple(keep), stats, held))
@@ -1206,14 +1220,14 @@ class QueryEngine:
     def _execution_state(self, pipe: Pipe, recorded: dict[str, str]) -> tuple[str, str | None]:
         """executionState, and the error that explains it (None: the recorded one, if any).
 
-        STOPPED_MISSING_TABLE: its table was dropped or replaced (the job drops its files);
+        STOPPED_MISSING_TABLE, STOPPED_STAGE_DROPPED, STOPPED_STAGE_ALTERED: its table or stage
+        was dropped, replaced or altered (``floe.catalog.pipe_state``; its files wait in its queue);
         PAUSED; STALLED_STAGE_PERMISSION_ERROR: its storage integration no longer admits its stage
         (every load is refused); STALLED_EXECUTION_ERROR: an external function's service is down
         (its files wait); STALLED_COMPILATION_ERROR: its last load could not compile or run its COPY
         (a function dropped, say) and nothing has loaded since."""
-        table = self.catalog.find(Table, pipe.copy_spec.table)
-        if table is None or table.id != pipe.table_id:
-            return "STOPPED_MISSING_TABLE", f"Table '{pipe.copy_spec.table}' does not exist or was replaced."
+        if (stopped := pipe_stopped(self.catalog, pipe)) is not None:
+            return stopped.state, stopped.reason
         if pipe.paused:
             return "PAUSED", None
         if (reason := refusal(self.catalog, self.settings, pipe)) is not None:

@@ -41,8 +41,11 @@ from floe.catalog import (
     split_s3_url,
 )
 from floe.catalog.access import UseRole, UseSecondaryRoles
+from floe.catalog.alter_stage import AlterStage
+from floe.catalog.alter_table import AddColumns, AlterTable
 from floe.catalog.ddl import (
     FORMAT_NAME,
+    PARSE_HEADER_ONLY,
     AlterFileFormat,
     AlterIntegration,
     AlterPipe,
@@ -65,11 +68,15 @@ from floe.catalog.ddl import (
     Query,
     Show,
     ShowChannels,
+    check_csv_format,
     parse,
     qualify,
 )
 from floe.catalog.internal import new_stage_url, stage_kind
 from floe.catalog.locations import refusal
+from floe.catalog.models import new_id
+from floe.catalog.pipe_state import pipe_stopped
+from floe.catalog.schema import TableStore, apply_change, describe_table
 from floe.channels import ChannelStore
 from floe.errors import CompilationError, ObjectNotFound, PermissionDenied, SqlError
 from floe.keys import Keys, RedisClient, one_slot, scan_keys
@@ -92,6 +99,7 @@ from services.dedup import Deduper, FileRef, PipeRetired, Refreshed, retire_pipe
 from services.error_notifications import skip_past_events
 from services.external_calls import pipe_functions
 from services.grants import GrantStatements, already_exists, created, like, status
+from services.infer_schema import SchemaInference
 from services.pipe_lifecycle import (
     FORCE_RESUME,
     fixed_changes,
@@ -141,7 +149,18 @@ SHOW_COLUMNS: dict[str, list[str]] = {
         "comment",
         "format_options",
     ],
-    "TABLE": ["created_on", "name", "database_name", "schema_name", "kind", "rows", "bytes", "owner"],
+    "TABLE": [
+        "created_on",
+        "name",
+        "database_name",
+        "schema_name",
+        "kind",
+        "comment",
+        "rows",
+        "bytes",
+        "owner",
+        "enable_schema_evolution",
+    ],
     "PIPE": [
         "created_on",
         "name",
@@ -215,8 +234,11 @@ class SqlExecutor:
         self.defaults = Defaults(settings.database, settings.schema_name)
         self._queue_arn: str | None = None
         self.engine = QueryEngine(settings, client, self.catalog, self.queue_arn)
-        self.grants = GrantStatements(self.catalog)
         self.stage_files = StageFiles(settings, self.catalog, self.defaults, self.check_location)
+        self.inference = SchemaInference(
+            settings, self.catalog, self.defaults, self.stage_files, self.resolve_format
+        )
+        self.grants = GrantStatements(self.catalog, dropped=self.stage_files.dropped)
         self.channels = ChannelStore(client, self.keys, settings.streaming.max_pending_bytes_per_channel)
         self.ensure_namespaces()
 
@@ -258,6 +280,7 @@ class SqlExecutor:
             AlterIntegration: self._alter_integration,
             CreateExternalFunction: self._create_function,
             CreateStage: self._create_stage,
+            AlterStage: self._alter_stage,
             CreateFileFormat: self._create_file_format,
             AlterFileFormat: self._alter_file_format,
             CreateTable: self._create_table,
@@ -270,6 +293,7 @@ class SqlExecutor:
             DropObject: self._drop_object,
             AlterPipe: self._alter_pipe,
             AlterPipeRefresh: self._refresh_pipe,
+            AlterTable: self._alter_table,
             Query: self._query,
             UseRole: self._use_role,
             UseSecondaryRoles: self._use_secondary_roles,
@@ -337,6 +361,7 @@ class SqlExecutor:
     def _query(self, q: Query, principal: Principal, sink: RowSink | None = None) -> Result:
         """A query, checked table by table as the engine reads them; streamed into ``sink`` if given."""
         expression = self._force_resumes(q.expression, principal)
+        expression = self.inference.inline(expression, principal)  # TABLE(INFER_SCHEMA(...)): its rows
         context = self.session_context(principal, expression)
         return self.engine.run(expression, self._check(principal), context, sink)
 
@@ -795,12 +820,46 @@ class SqlExecutor:
                 owner=owner,
                 created_ms=now_ms(),
                 comment=s.comment,
+                # A new incarnation, OR REPLACE included: the pipes on the old one stop (decision 84).
+                id=new_id(),
             )
         )
         self.stage_files.dropped(old)  # a replaced internal stage starts empty, as in Snowflake
         if old is None:
             self.grants.apply_future("STAGE", name)
         return status(f"Stage area {s.name.name} successfully created.")
+
+    def _alter_stage(self, s: AlterStage, principal: Principal) -> Result:
+        """ALTER STAGE ... SET (its owner): the stage stays the same object, with its id, grants and
+        files. A new URL or storage integration (an external stage's, checked as CREATE STAGE checks
+        them) stops the pipes created on it, STOPPED_STAGE_ALTERED, until they are recreated; a new
+        FILE_FORMAT reaches the pipes created from now on (decision 79)."""
+        name = str(s.name)
+        if not self.grants.target(principal, "STAGE", name, s.if_exists):
+            return status("Statement executed successfully.")
+        stage = self.catalog.get(Stage, name)
+        update: dict[str, Any] = {}
+        if s.relocates:
+            if stage.internal:
+                raise CompilationError(
+                    f"URL and STORAGE_INTEGRATION apply to external stages; stage '{s.name.name}' is an "
+                    "internal stage, whose files are in Floe's own bucket"
+                )
+            url = s.url if s.url is not None else stage.url
+            integration = s.storage_integration or stage.storage_integration
+            self.check_location(principal, url, integration)
+            update |= {"url": url, "storage_integration": integration}
+        if s.file_format is not None:
+            self.resolve_format(principal, s.file_format)  # a named format must exist and be usable
+            update["file_format"] = s.file_format
+        if s.comment is not None:
+            update["comment"] = s.comment
+        self.catalog.put(stage.model_copy(update=update))
+        on_it = [p for p in self.catalog.all(Pipe).values() if p.copy_spec.stage == name]
+        stopped = sorted(p.name for p in on_it if pipe_stopped(self.catalog, p) is not None)
+        if stopped:
+            log.warning("stage %s altered; pipes %s stopped until recreated", name, ", ".join(stopped))
+        return status("Statement executed successfully.")
 
     def resolve_format(
         self, principal: Principal, options: dict[str, object], *, dropped_ok: bool = False
@@ -860,14 +919,60 @@ class SqlExecutor:
         old, done = self._existing(principal, "TABLE", name, s)
         if done is not None:
             return done
+        columns = s.columns
+        if s.template is not None:  # USING TEMPLATE: the stage's and format's privileges are checked there
+            columns = self.inference.template_columns(principal, s.template)
         owner = old.owner if old is not None else principal.owner_role
         if old is not None:
             self._drop_default_pipe(name)
-        self.catalog.put(Table(name=name, columns=s.columns, owner=owner, created_ms=now_ms()))
+        self.catalog.put(
+            Table(
+                name=name,
+                columns=columns,
+                owner=owner,
+                created_ms=now_ms(),
+                enable_schema_evolution=s.enable_schema_evolution,
+            )
+        )
         self.stage_files.dropped(old)  # the replaced table's stage goes with it
         if old is None:
             self.grants.apply_future("TABLE", name)
         return status(f"Table {s.name.name} successfully created.")
+
+    def _alter_table(self, s: AlterTable, principal: Principal) -> Result:
+        """ALTER TABLE: its owner adds, drops and renames columns, drops NOT NULL, and sets
+        ENABLE_SCHEMA_EVOLUTION and COMMENT (decision 81). Only the catalog changes: blobs keep the
+        columns they were written with, and readers map them by stored name (floe.blob_columns)."""
+        name = str(s.name)
+        if not self.grants.target(principal, "TABLE", name, s.if_exists):
+            return status("Statement executed successfully.")
+        table = self.catalog.get(Table, name)
+        has_rows = False
+        if isinstance(s.change, AddColumns):
+            existing = {c.name for c in table.columns}
+            required = [c.name for c in s.change.columns if not c.nullable and c.name not in existing]
+            if required:
+                has_rows = any(b.get("rows") for b in self.engine.manifest(table))
+                self._refuse_required_column(table, required[0], has_rows)
+        done = TableStore(self.redis, self.keys).update(
+            name, table.id, lambda t: apply_change(t, s.change, has_rows=has_rows)
+        )
+        if done is None:
+            raise ObjectNotFound("table", name)
+        return status("Statement executed successfully.")
+
+    def _refuse_required_column(self, table: Table, column: str, has_rows: bool) -> None:
+        """A NOT NULL column may join an empty table (``apply_change`` refuses it otherwise, with
+        Snowflake's text) that no pipe loads: a batch compiled before the change could still commit
+        rows without the column."""
+        pipes = sorted(p.name for p in self.catalog.pipes_for_table(table))
+        if pipes and not has_rows:
+            raise CompilationError(
+                f"Non-nullable column '{column}' cannot be added to table '{_short('TABLE', table.name)}' "
+                f"while pipe {pipes[0]} loads it (a batch loaded under its present columns would commit "
+                "rows without the new one); add the column without NOT NULL, or add it before creating "
+                "the pipe"
+            )
 
     def _create_pipe(self, s: CreatePipe, principal: Principal) -> Result:
         name = str(s.name)
@@ -931,6 +1036,7 @@ class SqlExecutor:
             copy_spec=spec,
             table_id=table.id,
             stage_url=stage.url if stage is not None else "",
+            stage_id=stage.id if stage is not None else None,
             storage_integration=stage.storage_integration if stage is not None else None,
             source="stage" if stage is not None else "streaming",
             # A replaced pipe keeps its owner as it keeps its grants (docs/decisions.md).
@@ -1188,6 +1294,7 @@ class SqlExecutor:
                 "kind": "TABLE",
                 "rows": sum(b["rows"] for b in blobs),
                 "bytes": sum(b["bytes"] for b in blobs),
+                "enable_schema_evolution": "Y" if obj.enable_schema_evolution else "N",
             }
         assert isinstance(obj, Pipe)
         return self._pipe_row(obj)
@@ -1205,7 +1312,7 @@ class SqlExecutor:
             "comment": p.comment or "",
             "pattern": p.copy_spec.pattern,
             "error_integration": p.error_integration,
-            "execution_state": "PAUSED" if p.paused else "RUNNING",
+            "execution_state": _execution_state(self.catalog, p),
             "backfill_interval": _interval(p.backfill_interval_s),
         }
 
@@ -1216,11 +1323,7 @@ class SqlExecutor:
             row = self._pipe_row(self.catalog.get(Pipe, name))
             return Result(list(row), [list(row.values())])
         if s.kind == "TABLE":
-            t = self.catalog.get(Table, name)
-            cols = ["name", "type", "kind", "null?"]
-            return Result(
-                cols, [[c.name, c.sql_type, "COLUMN", "Y" if c.nullable else "N"] for c in t.columns]
-            )
+            return Result(*describe_table(self.catalog.get(Table, name)))
         if s.kind == "FILE_FORMAT":
             return _describe_file_format(self.catalog.get(NamedFileFormat, name))
         st = self.catalog.get(Stage, name)
@@ -1374,6 +1477,13 @@ class SqlExecutor:
                 f"Pipe {s.name.name} is a streaming pipe: its rows come from channels, not from a stage, "
                 "so ALTER PIPE ... REFRESH has no staged files to queue."
             )
+        if (stopped := pipe_stopped(self.catalog, pipe)) is not None:
+            # It would queue files it never loads: its stage or table is not the one it was made on.
+            raise SqlError(
+                f"Pipe {s.name.name} is stopped ({stopped.state}): {stopped.reason}",
+                code="091304",
+                sql_state="55000",
+            )
         # The check every load makes (pipeline/job.py): Floe's credentials list nothing the pipe's
         # storage integration does not admit any more.
         if (reason := refusal(self.catalog, self.settings, pipe)) is not None:
@@ -1508,6 +1618,10 @@ def _check_match_by(s: CreatePipe, fmt: FileFormat, table: Table) -> None:
             "MATCH_BY_COLUMN_NAME on CSV files needs the column names from the header: "
             "FILE_FORMAT = (TYPE = CSV PARSE_HEADER = TRUE)"
         )
+    if fmt.type == "CSV" and fmt.parse_header:  # the stage's options and the pipe's, together
+        if s.match_by_column_name == "NONE":
+            raise CompilationError(PARSE_HEADER_ONLY)
+        check_csv_format(fmt)
 
 
 def _describe_file_format(fmt: NamedFileFormat) -> Result:
@@ -1561,6 +1675,14 @@ def _function_row(fn: ExternalFunction) -> dict[str, Any]:
 def _inside(name: str, container: str) -> bool:
     """Whether ``name`` lies inside the database or schema ``container``."""
     return name.startswith(container + ".")
+
+
+def _execution_state(catalog: Catalog, pipe: Pipe) -> str:
+    """SHOW PIPES' execution_state: a stopped pipe's state (decision 84), else PAUSED or RUNNING."""
+    stopped = pipe_stopped(catalog, pipe)
+    if stopped is not None:
+        return stopped.state
+    return "PAUSED" if pipe.paused else "RUNNING"
 
 
 def _accepts(successor: Pipe, old: Pipe, path: str) -> bool:

@@ -10,6 +10,8 @@ Who may do what is Snowflake's rule, checked through ``services.access.authorize
 
 - a named internal stage: READ to LIST and GET, WRITE to PUT and REMOVE (OWNERSHIP holds both);
 - a table's stage (``@%t``): OWNERSHIP of the table, for everything (it has no privileges of its own);
+- a user's stage (``@~``): its user, for everything; it has no privileges to grant, and no other
+  user reaches it, whatever their roles (``floe.catalog.user_stages``);
 - an external stage: USAGE on it, and USAGE on its storage integration, which must still admit its
   URL, to LIST and REMOVE; PUT and GET refuse it (091003), as Snowflake does.
 """
@@ -35,7 +37,7 @@ from starlette.types import Receive, Scope, Send
 
 from floe.aws import AWS_ERRORS
 from floe.aws import client as aws_client
-from floe.catalog import Catalog, Stage, Table, split_s3_url
+from floe.catalog import Catalog, Stage, Table, User, split_s3_url
 from floe.catalog.ddl import CreatePipe
 from floe.catalog.internal import table_stage_name, table_stage_url
 from floe.catalog.names import Defaults, Name
@@ -45,6 +47,7 @@ from floe.catalog.stage_commands import (
     StageLocation,
     parse_location,
 )
+from floe.catalog.user_stages import user_stage_url
 from floe.errors import CompilationError, ObjectNotFound, SqlError
 from floe.patterns import compile_pattern
 from floe.settings import Settings
@@ -181,6 +184,11 @@ class StageFiles:
     def place(self, principal: Principal, location: StageLocation, action: Action) -> Place:
         """Where ``location`` is, once ``principal`` may ``action`` (read: LIST, GET; write: PUT,
         REMOVE) there; ObjectNotFound or PermissionDenied otherwise."""
+        if location.user:
+            # The caller's own stage: nothing to authorize, as nothing can be granted on it and
+            # nobody else's is ever named (``@~`` means the caller's).
+            bucket, root = split_s3_url(user_stage_url(self.settings, self.catalog.get(User, principal.user)))
+            return Place(bucket, root, location.path, True, "", "@~")
         name = str(location.name)
         if location.table:
             # A table's stage has no privileges of its own: its table's owner acts on it.
@@ -242,12 +250,14 @@ class StageFiles:
         return stage
 
     def dropped(self, obj: object) -> None:
-        """Delete the files of an internal stage, or of a table's stage, that was just dropped or
-        replaced: Snowflake drops a stage's files with it."""
+        """Delete the files of an internal stage, of a table's stage or of a user's stage, whose
+        stage, table or user was just dropped or replaced: Snowflake drops a stage's files with it."""
         if isinstance(obj, Stage) and obj.internal:
             self.drop_files(obj.url)
         elif isinstance(obj, Table):
             self.drop_files(table_stage_url(self.settings, obj))
+        elif isinstance(obj, User):
+            self.drop_files(user_stage_url(self.settings, obj))
 
     def internal_place(self, principal: Principal, location: StageLocation, action: Action) -> Place:
         """``place``, for PUT and GET: an external stage is refused as Snowflake refuses it."""
@@ -540,7 +550,7 @@ def router(
     def placed(request: Request, location: str, role: str | None, action: Action) -> Place:
         with files.catalog.pinned():
             who = principal(request, role)
-            return files.internal_place(who, parse_location(location, files.defaults), action)
+            return files.internal_place(who, parse_location(location, files.defaults, user=True), action)
 
     @api.put("/files")
     async def upload(

@@ -139,6 +139,9 @@ class GrantPrivileges:
     role: str
     current_grants: Literal["COPY", "REVOKE"] | None = None
     """COPY | REVOKE CURRENT GRANTS, only with OWNERSHIP."""
+    all_privileges: bool = field(default=False, compare=False)
+    """Written as ALL [PRIVILEGES]: on a stage, the ones its kind takes (decision 84). Left out of
+    equality: the statement means the same privileges either way on other objects."""
 
 
 @dataclass
@@ -148,6 +151,8 @@ class RevokePrivileges:
     privileges: list[str]
     on: Securable | Bulk
     role: str
+    all_privileges: bool = field(default=False, compare=False)
+    """Written as ALL [PRIVILEGES] (see GrantPrivileges)."""
 
 
 @dataclass
@@ -568,7 +573,7 @@ def _drop(sc: Scanner) -> DropUser | DropRole:
 
 def _privilege(sc: Scanner) -> str:
     """One privilege as written, upper-cased: a word, ALL [PRIVILEGES], or two words (CREATE TABLE,
-    CREATE FILE FORMAT, MANAGE GRANTS)."""
+    CREATE FILE FORMAT, MANAGE GRANTS, EVOLVE SCHEMA)."""
     word = sc.word(rf"(?!ON\b){_WORD}", "a privilege")
     if word == "ALL":
         sc.take(r"PRIVILEGES\b")
@@ -579,6 +584,8 @@ def _privilege(sc: Scanner) -> str:
         )
     elif word == "MANAGE":
         return "MANAGE " + sc.word(r"GRANTS\b", "GRANTS (MANAGE GRANTS)")
+    elif word == "EVOLVE":
+        return "EVOLVE " + sc.word(r"SCHEMA\b", "SCHEMA (EVOLVE SCHEMA)")
     return word
 
 
@@ -704,7 +711,7 @@ def _grant(sc: Scanner, defaults: Defaults) -> GrantRole | GrantPrivileges:
             "privileges on it; leave WITH GRANT OPTION out"
         )
     sc.end()
-    return GrantPrivileges(privileges, on, role, current)
+    return GrantPrivileges(privileges, on, role, current, all_privileges="ALL" in words)
 
 
 def _revoke(sc: Scanner, defaults: Defaults) -> RevokeRole | RevokePrivileges:
@@ -725,7 +732,7 @@ def _revoke(sc: Scanner, defaults: Defaults) -> RevokeRole | RevokePrivileges:
     # Snowflake's RESTRICT | CASCADE concern grant options passed on, which Floe does not have.
     sc.take(r"RESTRICT\b|CASCADE\b")
     sc.end()
-    return RevokePrivileges(privileges, on, role)
+    return RevokePrivileges(privileges, on, role, all_privileges="ALL" in words)
 
 
 def _show_grants(sc: Scanner, defaults: Defaults) -> AccessStatement:

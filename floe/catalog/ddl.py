@@ -22,6 +22,8 @@ from sqlglot.errors import ParseError, TokenError
 
 from floe.catalog import access
 from floe.catalog.access import AccessStatement, Scanner, shortened
+from floe.catalog.alter_stage import AlterStage, parse_alter_stage
+from floe.catalog.alter_table import AlterTable, parse_alter_table
 from floe.catalog.models import (
     CONTEXT_FUNCTIONS,
     METADATA_COLUMNS,
@@ -85,15 +87,12 @@ FORMAT_OPTIONS: dict[str, str] = {
     "ENABLE_OCTAL": "enable_octal",
     "BINARY_AS_TEXT": "binary_as_text",
     "USE_LOGICAL_TYPE": "use_logical_type",
+    "USE_VECTORIZED_SCANNER": "use_vectorized_scanner",
 }
 
 # Options Floe parses but cannot honour yet: refused unless given their default value, so no
 # statement is accepted that would load differently from what it says.
-FORMAT_NOT_YET: frozenset[str] = frozenset(
-    {
-        "parse_header",
-    }
-)
+FORMAT_NOT_YET: frozenset[str] = frozenset()
 
 # The options that only some TYPEs take (CREATE FILE FORMAT's per-type lists); NULL_IF, TRIM_SPACE
 # and REPLACE_INVALID_CHARACTERS apply to every type. AVRO and ORC (new in issue 16) are checked
@@ -131,7 +130,7 @@ _TYPE_OPTIONS: dict[str, tuple[str, ...]] = {
         ("STRIP_OUTER_ARRAY", "ALLOW_DUPLICATE", "STRIP_NULL_VALUES", "IGNORE_UTF8_ERRORS", "ENABLE_OCTAL"),
         ("JSON",),
     ),
-    **dict.fromkeys(("BINARY_AS_TEXT", "USE_LOGICAL_TYPE"), ("PARQUET",)),
+    **dict.fromkeys(("BINARY_AS_TEXT", "USE_LOGICAL_TYPE", "USE_VECTORIZED_SCANNER"), ("PARQUET",)),
     "COMPRESSION": ("CSV", "JSON", "AVRO", "PARQUET"),
 }
 _TYPE_CHECKED_OPTIONS = frozenset(
@@ -142,6 +141,7 @@ _TYPE_CHECKED_OPTIONS = frozenset(
         "ENABLE_OCTAL",
         "BINARY_AS_TEXT",
         "USE_LOGICAL_TYPE",
+        "USE_VECTORIZED_SCANNER",
     }
 )
 _ANY_TYPE_OPTIONS = ("NULL_IF", "TRIM_SPACE", "REPLACE_INVALID_CHARACTERS")
@@ -201,6 +201,10 @@ class CreateTable:
     columns: list[Column]
     replace: bool = False
     if_not_exists: bool = False
+    enable_schema_evolution: bool = False
+    """ENABLE_SCHEMA_EVOLUTION = TRUE (decision 81)."""
+    template: exp.Expr | None = None
+    """USING TEMPLATE's query or string (decision 82): the columns come from it, ``columns`` is empty."""
 
 
 @dataclass
@@ -514,6 +518,8 @@ Statement = (
     | DropObject
     | AlterPipe
     | AlterPipeRefresh
+    | AlterTable
+    | AlterStage
     | Query
     | AccessStatement
     | ListFiles
@@ -644,7 +650,7 @@ _SCANNED = re.compile(
     r"(?:SHOW|DESC(?:RIBE)?|DROP)\b"
     r"|CREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:TRANSIENT\s+)?(?:DATABASE|SCHEMA)"
     r"|(?:STORAGE|API|NOTIFICATION)\s+INTEGRATION|(?:SECURE\s+)?EXTERNAL\s+FUNCTION)\b"
-    r"|ALTER\s+(?:(?:STORAGE|API|NOTIFICATION)\s+)?INTEGRATION\b",
+    r"|ALTER\s+(?:(?:STORAGE|API|NOTIFICATION)\s+)?INTEGRATION\b|ALTER\s+STAGE\b",
     re.I,
 )
 # Only the head: the properties after SET or UNSET are read by the scanner, so their errors say where.
@@ -659,6 +665,8 @@ _ALTER_PIPE_REFRESH = re.compile(
 )
 _ALTER_FILE_FORMAT = re.compile(rf"ALTER\s+FILE\s+FORMAT\s+(?P<ie>IF\s+EXISTS\s+)?(?P<name>{QNAME})\s+", re.I)
 _RENAME_TO = re.compile(rf"RENAME\s+TO\s+(?P<name>{QNAME})", re.I)
+_ALTER_TABLE = re.compile(r"ALTER\s+TABLE\b", re.I)
+_ALTER_STAGE = re.compile(r"ALTER\s+STAGE\b", re.I)
 _UNSET_COMMENT = re.compile(r"UNSET\s+COMMENT", re.I)
 _SET = re.compile(r"SET\b", re.I)
 _ON_ERROR = re.compile(r"^(CONTINUE|SKIP_FILE|ABORT_STATEMENT|SKIP_FILE_(\d+(?:\.\d+)?)(%?))$", re.I)
@@ -1228,12 +1236,34 @@ def _alter_file_format(text: str, head: re.Match[str], defaults: Defaults) -> Al
 
 def _parse_create_table(node: exp.Create, defaults: Defaults, replace: bool, ine: bool) -> CreateTable:
     schema = node.this
+    props = node.args["properties"].expressions if node.args.get("properties") else []
+    template = next((p.this for p in props if isinstance(p, exp.UsingTemplateProperty)), None)
+    if template is not None:  # CREATE TABLE ... USING TEMPLATE: services.infer_schema evaluates it
+        if not isinstance(schema, exp.Table):
+            raise CompilationError("CREATE TABLE ... USING TEMPLATE has no column list: the template has it")
+        stmt = CreateTable(qualify_table(schema, defaults), [], replace, ine, template=template)
+        stmt.enable_schema_evolution = _schema_evolution(node)
+        return stmt
     if not isinstance(schema, exp.Schema):
         raise CompilationError("CREATE TABLE needs a column list (CTAS and LIKE are not supported)")
     cols = [_column(cdef) for cdef in schema.expressions]
     if len({c.name for c in cols}) != len(cols):
         raise CompilationError("duplicate column name in CREATE TABLE")
-    return CreateTable(qualify_table(schema.this, defaults), cols, replace, ine)
+    stmt = CreateTable(qualify_table(schema.this, defaults), cols, replace, ine)
+    stmt.enable_schema_evolution = _schema_evolution(node)
+    return stmt
+
+
+def _schema_evolution(node: exp.Create) -> bool:
+    """CREATE TABLE's ENABLE_SCHEMA_EVOLUTION = TRUE | FALSE (FALSE when absent)."""
+    props = node.args["properties"].expressions if node.args.get("properties") else []
+    for prop in props:
+        if isinstance(prop, exp.Property) and prop.name.upper() == "ENABLE_SCHEMA_EVOLUTION":
+            value = prop.args.get("value")
+            if not isinstance(value, exp.Boolean):
+                raise CompilationError("ENABLE_SCHEMA_EVOLUTION takes TRUE or FALSE")
+            return bool(value.this)
+    return False
 
 
 def _column(cdef: exp.Expr) -> Column:
@@ -1301,6 +1331,14 @@ def _parse_create_stage(
     stage = CreateStage(qualify_table(node.this, defaults), url or "", fmt, replace, ine, integration)
     stage.comment = comment
     return stage
+
+
+def _stage_format(value: str, defaults: Defaults) -> dict[str, object]:
+    """ALTER STAGE's FILE_FORMAT = (...) (``value``: the balanced parentheses), read as CREATE STAGE
+    reads its own, so the options and their refusals are the same."""
+    stage = parse(f"CREATE STAGE alter_stage_format FILE_FORMAT = {value}", defaults)
+    assert isinstance(stage, CreateStage)
+    return stage.file_format
 
 
 def _stage_encryption(value: exp.Expr | None) -> str:
@@ -2085,6 +2123,8 @@ def _parse_scanned(text: str, defaults: Defaults) -> Statement:
     sc = Scanner(text)
     verb = sc.word(r"SHOW\b|DESC(?:RIBE)?\b|DROP\b|CREATE\b|ALTER\b", "SHOW, DESC, DROP, CREATE or ALTER")
     if verb == "ALTER":
+        if _ALTER_STAGE.match(text):
+            return parse_alter_stage(text, defaults, lambda value: _stage_format(value, defaults))
         return _alter_integration(sc)
     if verb == "SHOW":
         return _show(sc, defaults)
@@ -2128,6 +2168,8 @@ def parse(sql: str, defaults: Defaults | None = None) -> Statement:
         return _alter_pipe_refresh(text, m, defaults)
     if m := _ALTER_FILE_FORMAT.match(text):
         return _alter_file_format(text, m, defaults)
+    if _ALTER_TABLE.match(text):
+        return parse_alter_table(text, defaults)
     try:
         node = sqlglot.parse_one(text, read="snowflake")
     except ParseError as exc:
@@ -2268,10 +2310,23 @@ def _encoding_name(value: str) -> str:
     )
 
 
+PARSE_HEADER_ONLY = (
+    'Invalid file format "PARSE_HEADER" is only allowed for CSV INFER_SCHEMA and MATCH_BY_COLUMN_NAME'
+)
+"""Snowflake's refusal of PARSE_HEADER = TRUE where the header would not name the columns (a COPY
+without MATCH_BY_COLUMN_NAME); text as reported in dbt-labs/dbt-external-tables#254 (decision 82)."""
+SKIP_HEADER_WITH_PARSE_HEADER = (
+    "The SKIP_HEADER option is not supported with PARSE_HEADER = TRUE: the first line is the header "
+    "that names the columns; set SKIP_HEADER = 0"
+)
+"""Snowflake's documented rule (copy-into-table, PARSE_HEADER), refused wherever both are in force."""
+
+
 def check_csv_format(fmt: FileFormat) -> None:
     """Refuse CSV options that cannot work together, as Snowflake does at CREATE: delimiters longer
     than 20 characters or one inside the other, a quote or escape of more than one character, a
-    quote or escape that is a delimiter, an unknown ENCODING, an ENCODING for another TYPE."""
+    quote or escape that is a delimiter, an unknown ENCODING, an ENCODING for another TYPE,
+    SKIP_HEADER with PARSE_HEADER = TRUE."""
     fields, records = fmt.field_delimiter, fmt.record_delimiter
     for key, delimiter in (("FIELD_DELIMITER", fields), ("RECORD_DELIMITER", records)):
         if len(delimiter) > _DELIMITER_MAX_CHARS:
@@ -2293,6 +2348,8 @@ def check_csv_format(fmt: FileFormat) -> None:
             raise CompilationError(f"{key} cannot be the field or record delimiter, or part of one")
     if fmt.encoding not in CSV_ENCODINGS:
         _encoding_name(fmt.encoding)
+    if fmt.parse_header and fmt.skip_header:
+        raise CompilationError(SKIP_HEADER_WITH_PARSE_HEADER)
     if fmt.type != "CSV" and fmt.encoding != "UTF8":
         raise CompilationError(f"ENCODING applies to TYPE = CSV only; TYPE = {fmt.type} is read as UTF-8")
 

@@ -99,6 +99,9 @@ class FileFormat(BaseModel):
     """Parquet BINARY_AS_TEXT: BINARY columns without a logical type read as UTF-8 text."""
     use_logical_type: bool = False
     """Parquet USE_LOGICAL_TYPE: Parquet logical types decide the types of the values."""
+    use_vectorized_scanner: bool = False
+    """Parquet USE_VECTORIZED_SCANNER: read as Snowflake's vectorized scanner does (BINARY_AS_TEXT
+    taken as FALSE, USE_LOGICAL_TYPE as TRUE, INT96 timestamps as TIMESTAMP_LTZ)."""
     skip_header: int = 0
     """CSV SKIP_HEADER: physical lines skipped at the top."""
     field_optionally_enclosed_by: str | None = None
@@ -125,6 +128,22 @@ class FileFormat(BaseModel):
         return self.model_copy(update=overrides)
 
 
+class EvolutionRecord(BaseModel):
+    """What last evolved a column by itself (Snowflake's SchemaEvolutionRecord): a file loaded
+    through a pipe added it, or dropped its NOT NULL."""
+
+    evolution_type: Literal["ADD_COLUMN", "DROP_NOT_NULL"]
+    """EvolutionType."""
+    evolution_mode: Literal["SNOWPIPE"] = "SNOWPIPE"
+    """EvolutionMode: Floe evolves tables from pipes only."""
+    file_name: str
+    """FileName: the file whose load evolved the column."""
+    triggering_time_ms: int
+    """TriggeringTime, ms since the epoch."""
+    pipe_id: str
+    """PipeID: the pipe incarnation that loaded the file."""
+
+
 class Column(BaseModel):
     """One table column."""
 
@@ -139,6 +158,14 @@ class Column(BaseModel):
     """NUMBER scale."""
     nullable: bool = True
     """False for NOT NULL."""
+    stored: str | None = None
+    """The column's name in blobs, when it is not ``name``: a column added after the table was
+    created (ALTER TABLE ... ADD COLUMN, schema evolution) gets a name of its own, so blobs written
+    before it, which may hold a dropped column of the same name, never show their values under it;
+    a renamed column keeps the name it was stored under (``floe.blob_columns``, decision 81)."""
+    evolution: EvolutionRecord | None = None
+    """The last schema evolution of the column (DESC TABLE's SchemaEvolutionRecord); cleared when the
+    column is altered by hand."""
 
     @property
     def sql_type(self) -> str:
@@ -178,7 +205,7 @@ PRIVILEGES: dict[str, tuple[str, ...]] = {
         "CREATE FUNCTION",
         "MONITOR",
     ),
-    "TABLE": ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES"),
+    "TABLE": ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "EVOLVE SCHEMA"),
     # USAGE for external stages, READ and WRITE for internal ones (as Snowflake).
     "STAGE": ("USAGE", "READ", "WRITE"),
     # SQL spells it FILE FORMAT; one word here, as SHOW GRANTS' granted_on and grant keys spell it.
@@ -432,6 +459,10 @@ class Stage(CatalogObject):
     """FILE_FORMAT options given on the stage (pipes may override)."""
     storage_integration: str | None = None
     """STORAGE_INTEGRATION whose allowed locations hold ``url``; None only where settings allow."""
+    id: str | None = None
+    """Incarnation id, new at every CREATE [OR REPLACE] STAGE: a pipe records the one it was created
+    on and stops (STOPPED_STAGE_DROPPED) when its stage's name leads to another (decision 84). None
+    for a stage made before stages had ids (and for a table's stage, whose table's id serves)."""
 
     @property
     def bucket(self) -> str:
@@ -463,6 +494,9 @@ class Table(CatalogObject):
     """Incarnation id; CREATE OR REPLACE makes a new, empty table."""
     columns: list[Column]
     """Columns in order."""
+    enable_schema_evolution: bool = False
+    """ENABLE_SCHEMA_EVOLUTION: loads with MATCH_BY_COLUMN_NAME add the columns their files bring
+    and drop NOT NULL where a file lacks a column (``pipeline.evolution``, decision 81)."""
 
     def column(self, name: str) -> Column:
         """The column with this (case-insensitive) name."""
@@ -571,6 +605,9 @@ class Pipe(CatalogObject):
     """Incarnation id of the target table when the pipe was created."""
     stage_url: str
     """URL of the stage at creation time."""
+    stage_id: str | None = None
+    """The named stage's incarnation id at creation time (``Stage.id``; None for a table stage, a
+    streaming pipe, or a stage made before stages had ids): ``floe.catalog.pipe_state``."""
     storage_integration: str | None = None
     """The stage's STORAGE_INTEGRATION at creation time: every load re-checks ``stage_url``
     against it, so narrowing or dropping the integration stops the pipe too."""

@@ -1,10 +1,11 @@
 """The file commands on stages: LIST (LS), REMOVE (RM), PUT and GET, and stage locations.
 
 ``@[db.schema.]stage[/path]`` names a named stage, ``@[db.schema.]%table[/path]`` a table's stage
-(the stage every table has); either may be written in single quotes, as Snowflake requires when
-the name or path holds spaces (``'@"my stage"/a b/'``). ``@~`` (a user's stage) is refused: Floe
-has no user stages. The path of LIST, REMOVE and GET is a key prefix as written (``@s/data``
-names ``data.csv`` and ``data/x.csv``), as in Snowflake; a COPY's path is a folder.
+(the stage every table has), ``@~[/path]`` the current user's stage; any may be written in single
+quotes, as Snowflake requires when the name or path holds spaces (``'@"my stage"/a b/'``). The file
+commands take a user stage; a pipe's COPY does not, as Snowpipe loads no user stage. The path of
+LIST, REMOVE and GET is a key prefix as written (``@s/data`` names ``data.csv`` and
+``data/x.csv``), as in Snowflake; a COPY's path is a folder.
 
 PUT and GET move files between the client's machine and a stage, so the client runs them
 (``floe put``, ``floe get``, or ``floe sql`` with a PUT or GET statement, as SnowSQL does); the
@@ -27,6 +28,10 @@ from floe.patterns import compile_pattern
 
 TABLE_MARK = "%"
 """``@%t`` names table t's stage."""
+USER_MARK = "~"
+"""``@~`` names the current user's stage."""
+USER_STAGE_NAME = Name("", "", USER_MARK)
+"""What a user stage's location has for a name: the stage is the caller's, whoever that is."""
 
 # One to three identifiers, the last one perhaps marked as a table's (``%``); the marks in other
 # places are refused afterwards. Shaped as QNAME is, so it is as linear.
@@ -53,9 +58,13 @@ class StageLocation:
     """The path after the stage name, without its leading '/' ('' for the whole stage)."""
     table: bool = False
     """A table's stage (``@%t``)."""
+    user: bool = False
+    """The current user's stage (``@~``); ``name`` is then ``USER_STAGE_NAME``."""
 
     def __str__(self) -> str:
         """The location as it is written back (``parse_location`` reads it to the same)."""
+        if self.user:
+            return f"@{USER_MARK}" + (f"/{self.path}" if self.path else "")
         db, schema, name = (_quoted(p) for p in (self.name.database, self.name.schema, self.name.name))
         mark = TABLE_MARK if self.table else ""
         return f"@{db}.{schema}.{mark}{name}" + (f"/{self.path}" if self.path else "")
@@ -127,16 +136,16 @@ def is_file_command(text: str) -> bool:
     return _COMMAND.match(text) is not None
 
 
-def parse_location(text: str, defaults: Defaults, *, what: str = "a stage") -> StageLocation:
-    """``@[db.schema.]stage[/path]`` or ``@[db.schema.]%table[/path]``, quotes around it removed."""
+def parse_location(
+    text: str, defaults: Defaults, *, what: str = "a stage", user: bool = False
+) -> StageLocation:
+    """``@[db.schema.]stage[/path]``, ``@[db.schema.]%table[/path]`` or, where ``user`` allows it,
+    ``@~[/path]``, quotes around it removed."""
     text = text.strip()
     if text.startswith("'") and text.endswith("'") and len(text) >= 2:
         text = text[1:-1].replace("''", "'").strip()
-    if text.startswith("@~"):
-        raise CompilationError(
-            "user stages (@~) are not supported by Floe: use a named internal stage (CREATE STAGE s) "
-            "or a table's stage (@%t)"
-        )
+    if text.startswith(f"@{USER_MARK}"):
+        return _user_location(text, user)
     m = _LOCATION.fullmatch(text)
     if m is None:
         raise CompilationError(
@@ -151,6 +160,21 @@ def parse_location(text: str, defaults: Defaults, *, what: str = "a stage") -> S
         cut = len(name) - len(parts[-1])  # the last part ends the name: drop its mark
         name = name[:cut] + name[cut + 1 :]
     return StageLocation(qualify(name, defaults), (m.group("path") or "").lstrip("/"), table)
+
+
+def _user_location(text: str, allowed: bool) -> StageLocation:
+    """``@~[/path]``: the caller's own stage, for the file commands only."""
+    if not allowed:
+        # Snowflake's Snowpipe guide: "Snowpipe doesn't load files from user stages or temporary stages."
+        raise CompilationError(
+            "a pipe cannot load from a user stage (@~): Snowpipe doesn't load files from user stages. "
+            "Stage the files on a named stage (CREATE STAGE s, then PUT ... @s) or on the table's stage "
+            "(@%t)."
+        )
+    rest = text[2:]
+    if rest and not rest.startswith("/"):
+        raise CompilationError(f"invalid stage location '{shortened(text)}'; the user stage is @~ or @~/path")
+    return StageLocation(USER_STAGE_NAME, rest.lstrip("/"), user=True)
 
 
 def parse_file_command(text: str, defaults: Defaults) -> FileCommand:
@@ -193,7 +217,7 @@ def _location(sc: Scanner, defaults: Defaults) -> StageLocation:
     token = sc.expect(
         rf"{_QUOTED}|{_BARE_LOCATION}", "a stage location such as @my_stage/path/ or @%my_table"
     )
-    return parse_location(token.group(0), defaults)
+    return parse_location(token.group(0), defaults, user=True)
 
 
 def _uri(sc: Scanner, expected: str) -> str:

@@ -34,13 +34,14 @@ from pipeline.formats.csv_records import (
     read_csv_part,
     show_marked,
 )
-from pipeline.formats.json_documents import read_checked_lines
-from pipeline.formats.parquet_rows import COLUMNAR_FORMATS
+from pipeline.formats.json_documents import read_checked_lines, read_json
+from pipeline.formats.parquet_rows import COLUMNAR_FORMATS, open_parquet, read_parquet_groups
 from pipeline.formats.raw import (
     CODE_END_OF_RECORD,
     CODE_EXTRA_FIELD,
     CODE_INVALID_UTF8,
     CODE_JSON_PARSE,
+    UTF8_BOM,
     FileParseError,
     RawFile,
     RowError,
@@ -54,6 +55,7 @@ __all__ = [
     "CODE_INVALID_UTF8",
     "CODE_JSON_PARSE",
     "COLUMNAR_FORMATS",
+    "UTF8_BOM",
     "FileParseError",
     "RawFile",
     "RowError",
@@ -62,9 +64,12 @@ __all__ = [
     "csv_record_text",
     "end_of_record_message",
     "field_spans",
+    "open_parquet",
     "read_checked_lines",
     "read_csv",
     "read_csv_part",
+    "read_json",
+    "read_parquet_groups",
     "read_raw",
     "show_marked",
 ]

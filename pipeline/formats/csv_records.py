@@ -84,6 +84,8 @@ def read_csv(body: bytes, fmt: FileFormat, path: str, columns: int | None = None
     fmt = _as_utf8(fmt)
     if fmt.skip_byte_order_mark and text.startswith(UTF8_BOM):
         text = text[len(UTF8_BOM) :]
+    if fmt.parse_header:
+        return _read_headed(text, fmt, path, repeated=False)
     lenient = columns is not None and not fmt.error_on_column_count_mismatch
     return _read_csv(text, fmt, path, columns, lenient=lenient)
 
@@ -99,6 +101,10 @@ def read_csv_part(body: bytes, fmt: FileFormat, path: str, *, first: bool, width
     fmt = _as_utf8(fmt)
     if first:
         return read_csv(body, fmt, path)
+    if fmt.parse_header:  # record_chunks put the file's header record in front of this part again
+        if fmt.skip_byte_order_mark and body.startswith(UTF8_BOM):
+            body = body[len(UTF8_BOM) :]
+        return _read_headed(to_utf8(body, fmt), fmt, path, repeated=True)
     rest = fmt.model_copy(update={"skip_header": 0})
     return _read_csv(to_utf8(body, rest), rest, path, width or None, lenient=False)
 
@@ -115,6 +121,64 @@ def check_csv_options(fmt: FileFormat, path: str) -> None:
 
 def _as_utf8(fmt: FileFormat) -> FileFormat:
     return fmt if fmt.encoding == "UTF8" else fmt.model_copy(update={"encoding": "UTF8"})
+
+
+# ---------------------------------------------------------------------------------------------
+# PARSE_HEADER = TRUE: the first record names the columns (decision 82)
+
+_HEADER_WINDOW = 1 << 16
+"""Bytes decoded at first to find the header record's end; doubled while it has not ended."""
+
+
+def header_record(text: bytes, fmt: FileFormat) -> tuple[list[str], int]:
+    """PARSE_HEADER: the column names the first record of ``text`` (UTF-8, its byte-order mark
+    already handled) gives, and the byte offset where the records after it start.
+
+    The header is read by Floe's tokenizer, whichever parser reads the data, with the file's
+    delimiters, quotes, escapes and TRIM_SPACE; NULL_IF and EMPTY_FIELD_AS_NULL do not apply to a
+    name (an empty field is the name ''). An empty text has no names."""
+    if not text:
+        return [], 0
+    tokens = _Tokens(fmt.model_copy(update={"null_if": [], "empty_field_as_null": False}))
+    window = _HEADER_WINDOW
+    while True:
+        # A window cut inside a character loses only that character, which the record must end
+        # before for the match to count; else the window grows.
+        part = text[:window].decode("utf-8", "ignore")
+        m = tokens.record_pattern.match(part)
+        ended = m is not None and (m.group("r") is not None or window >= len(text))
+        if ended or window >= len(text):
+            break
+        window *= 2
+    if m is None:  # cannot happen: a record matches any text, if only as one empty field
+        return [""], len(text)
+    names: list[str] = []
+    for f in tokens.pattern.finditer(m.group("rec")):
+        names.append(tokens.value(f) or "")
+        if f.group("d") is None:
+            break
+    return names, len(part[: m.end()].encode("utf-8"))
+
+
+def _read_headed(text: bytes, fmt: FileFormat, path: str, *, repeated: bool) -> RawFile:
+    """A CSV text whose first record is its header (PARSE_HEADER = TRUE): every other record must
+    have one field per name (else the 100068 / 100016 errors of its row, as when the table's width
+    is expected), or is padded with NULL or cut with ERROR_ON_COLUMN_COUNT_MISMATCH = FALSE. The raw
+    table's columns are named by the header, as a columnar file's are, for MATCH_BY_COLUMN_NAME.
+
+    ``repeated``: ``text`` is a later part of a streamed file, with the file's header record put in
+    front of it again (``pipeline.chunks.record_chunks``); rows, lines and ``data`` are then the
+    part's own, after that header, as for any later part."""
+    check_csv_options(fmt, path)
+    names, end = header_record(text, fmt)
+    lenient = not fmt.error_on_column_count_mismatch
+    if repeated:
+        raw = _read_csv(text[end:], fmt, path, len(names), lenient=lenient, header=(0, 0))
+    else:
+        lines = _count_breaks(text[:end], _Dialect.of(fmt).line_break)
+        raw = _read_csv(text, fmt, path, len(names), lenient=lenient, header=(end, lines))
+    raw.table = pa.Table.from_arrays(raw.table.columns, names=names)
+    return raw
 
 
 # ---------------------------------------------------------------------------------------------
@@ -466,10 +530,20 @@ class _Places:
     """Records of the part, good and bad, without the skipped blank lines."""
 
 
-def _read_csv(body: bytes, fmt: FileFormat, path: str, columns: int | None, *, lenient: bool) -> RawFile:
-    """Parse UTF-8 CSV text with ``columns`` fields per record, or the file's own width when None."""
+def _read_csv(
+    body: bytes,
+    fmt: FileFormat,
+    path: str,
+    columns: int | None,
+    *,
+    lenient: bool,
+    header: tuple[int, int] | None = None,
+) -> RawFile:
+    """Parse UTF-8 CSV text with ``columns`` fields per record, or the file's own width when None.
+    ``header``: where the data starts and the lines before it (PARSE_HEADER's record), instead of
+    SKIP_HEADER's lines."""
     check_csv_options(fmt, path)
-    offset, header_lines = _skip_lines(body, max(0, fmt.skip_header))
+    offset, header_lines = header if header is not None else _skip_lines(body, max(0, fmt.skip_header))
     rest = body[offset:]
     plan = _pyarrow_plan(rest, fmt)
     if plan is not None:

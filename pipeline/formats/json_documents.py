@@ -35,8 +35,14 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _OCTAL = re.compile(r"(?<![\w.+\-])(-?)0([0-7]++)(?![\w.])")
 
 
-def read_json(body: bytes, fmt: FileFormat, path: str) -> RawFile:
-    """Documents (NDJSON, concatenated or pretty-printed) or, with STRIP_OUTER_ARRAY, array elements."""
+def read_json(
+    body: bytes, fmt: FileFormat, path: str, *, in_array: bool = False, open_end: bool = False
+) -> RawFile:
+    """Documents (NDJSON, concatenated or pretty-printed) or, with STRIP_OUTER_ARRAY, array elements.
+
+    A part of a large file (``pipeline.large_files``) may start inside the outer array
+    (``in_array``: its first values are elements) and end inside it (``open_end``: the next part
+    goes on with the elements, so the end of the text is not an unclosed array)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -46,9 +52,9 @@ def read_json(body: bytes, fmt: FileFormat, path: str) -> RawFile:
         text = body.decode("utf-8", "replace")
     if fmt.enable_octal:
         text = octal_to_decimal(text)
-    scanner = _JsonScanner(text, fmt)
-    scanner.run()
-    return RawFile(
+    scanner = _JsonScanner(text, fmt, open_end=open_end)
+    scanner.run(in_array=in_array)
+    raw = RawFile(
         table=pa.table({"c1": pa.array(scanner.docs, pa.string())}),
         row_numbers=pa.array(scanner.rows, pa.int64()),
         line_numbers=pa.array(scanner.lines, pa.int64()),
@@ -60,6 +66,11 @@ def read_json(body: bytes, fmt: FileFormat, path: str) -> RawFile:
         fmt=fmt,
         width=1,
     )
+    # The decoder's object hook is a bound method: the scanner (the text and a string per document)
+    # is in a reference cycle, which only a full garbage collection frees. Broken here, it goes now,
+    # instead of one part of a large file after another piling up (decision 83).
+    del scanner.decoder
+    return raw
 
 
 def read_checked_lines(body: bytes, fmt: FileFormat, path: str) -> RawFile:
@@ -94,8 +105,10 @@ class _JsonScanner:
     a syntax error inside it ends the array (its remaining elements cannot be delimited reliably).
     """
 
-    def __init__(self, text: str, fmt: FileFormat) -> None:
+    def __init__(self, text: str, fmt: FileFormat, *, open_end: bool = False) -> None:
         self.text = text
+        self.open_end = open_end
+        """The text ends inside the outer array, which the next part of the file goes on with."""
         self.strip_outer_array = fmt.strip_outer_array
         self.allow_duplicate = fmt.allow_duplicate
         self.strip_null_values = fmt.strip_null_values
@@ -193,9 +206,11 @@ class _JsonScanner:
         self.docs.append(doc)
         return int(end)
 
-    def run(self) -> None:
+    def run(self, *, in_array: bool = False) -> None:
         n = len(self.text)
         pos = self.skip_ws(0)
+        if in_array:  # a part that starts among the outer array's elements
+            pos = self.skip_ws(self.elements(pos))
         while pos < n:
             if self.strip_outer_array and self.text[pos] == "[":
                 pos = self.array(pos)
@@ -210,14 +225,19 @@ class _JsonScanner:
         After a bad element, scanning resumes on the next line, still inside the array: arrays
         written one element per line lose only the bad element.
         """
+        return self.elements(self.skip_ws(pos + 1))
+
+    def elements(self, pos: int) -> int:
+        """The elements of an array from ``pos`` (just after its ``[``, or where a part of the file
+        starts inside it) to its ``]``; returns where scanning resumes."""
         text = self.text
         n = len(text)
-        pos = self.skip_ws(pos + 1)
         if pos < n and text[pos] == "]":
             return pos + 1
         while True:
             if pos >= n:
-                self.fail(pos, "Unexpected end of input, expecting ']'", pos)
+                if not self.open_end:
+                    self.fail(pos, "Unexpected end of input, expecting ']'", pos)
                 return n
             end = self.take(pos)
             if end is not None:

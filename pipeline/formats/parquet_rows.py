@@ -12,6 +12,10 @@ Snowflake's Parquet reader (the default one, not the vectorized scanner) makes o
   stored integer; NANOS timestamps are integers; a TIME is a time if it has a converted type, else
   an integer. USE_LOGICAL_TYPE = TRUE: UTC-adjusted timestamps are TIMESTAMP_LTZ, the others NTZ,
   and every TIME a time. INT96 timestamps are NTZ either way.
+- USE_VECTORIZED_SCANNER = TRUE reads as Snowflake's vectorized scanner: BINARY_AS_TEXT is taken as
+  FALSE and USE_LOGICAL_TYPE as TRUE whatever they say, and INT96 timestamps are TIMESTAMP_LTZ.
+  What the scanner also documents, maps read as objects (``{"k1": "v1"}``) and NULL values shown
+  in ``$1``, is how Floe reads every Parquet file, whatever the option says (decision 83).
 
 The shared last step of Parquet, Avro and ORC (``columnar_raw``): binary values become upper-case
 hex text, and a string that is not UTF-8 is a RowError of its row, or with
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -31,7 +35,7 @@ import pyarrow.parquet as pq
 
 from floe.catalog.models import FileFormat
 from floe.errors import FileLoadError
-from pipeline.chunks import PartTooLarge
+from pipeline.chunks import PartTooLarge, TransportError
 from pipeline.formats.raw import CODE_INVALID_UTF8, RawFile, RowError, empty_raw, show_invalid
 
 _PARQUET_SOURCE = re.compile(r"^Could not open Parquet input source '[^']*': ")
@@ -56,18 +60,43 @@ def _parquet_inflated(parquet: pq.ParquetFile) -> int:
 def read_parquet(body: bytes, fmt: FileFormat, path: str, max_bytes: int | None = None) -> RawFile:
     if not body:
         return empty_raw([], "PARQUET", path, b"", fmt)
+    parquet = open_parquet(pa.BufferReader(body), path)
+    # Parquet's own page compression is a bomb too: its footer says how far it inflates, and
+    # pyarrow allocates pages by their headers' sizes, which must agree with the footer's.
+    if max_bytes is not None and _parquet_inflated(parquet) > max_bytes:
+        raise PartTooLarge(path, max_bytes, record=False, kind="Parquet")
+    return read_parquet_groups(parquet, None, fmt, path)
+
+
+def open_parquet(source: pa.NativeFile, path: str) -> pq.ParquetFile:
+    """A Parquet file's footer read from ``source`` (bytes in memory, or a file read by ranges)."""
     try:
-        parquet = pq.ParquetFile(pa.BufferReader(body))
-        # Parquet's own page compression is a bomb too: its footer says how far it inflates, and
-        # pyarrow allocates pages by their headers' sizes, which must agree with the footer's.
-        if max_bytes is not None and _parquet_inflated(parquet) > max_bytes:
-            raise PartTooLarge(path, max_bytes, record=False, kind="Parquet")
-        table = parquet.read()
-        table.schema.names  # noqa: B018 - pyarrow decodes names lazily: a bad one raises only here
+        parquet = pq.ParquetFile(source)
+        parquet.schema_arrow.names  # noqa: B018 - pyarrow decodes names lazily: a bad one raises only here
+        return parquet
+    except TransportError:
+        raise  # reading the object failed, not its content: the batch is replayed
     except UnicodeDecodeError as exc:
         raise FileLoadError("Error parsing the parquet file: a column name is not UTF-8", file=path) from exc
     except (pa.ArrowException, OSError, ValueError) as exc:
         detail = _PARQUET_SOURCE.sub("", str(exc))  # the source is Floe's in-memory buffer
+        raise FileLoadError(f"Error parsing the parquet file: {detail}", file=path) from exc
+
+
+def read_parquet_groups(
+    parquet: pq.ParquetFile, groups: Sequence[int] | None, fmt: FileFormat, path: str
+) -> RawFile:
+    """Row groups ``groups`` of an open Parquet file (None: all of it) as a RawFile; a large file is
+    read a few row groups at a time (``pipeline.large_files``), each such part numbered from 1."""
+    try:
+        table = parquet.read() if groups is None else parquet.read_row_groups(list(groups))
+        table.schema.names  # noqa: B018 - pyarrow decodes names lazily: a bad one raises only here
+    except TransportError:
+        raise
+    except UnicodeDecodeError as exc:
+        raise FileLoadError("Error parsing the parquet file: a column name is not UTF-8", file=path) from exc
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        detail = _PARQUET_SOURCE.sub("", str(exc))
         raise FileLoadError(f"Error parsing the parquet file: {detail}", file=path) from exc
     table = _snowflake_types(table, parquet.schema, fmt)
     return columnar_raw(table, "PARQUET", path, fmt)
@@ -88,18 +117,25 @@ def _snowflake_types(table: pa.Table, schema: pq.ParquetSchema, fmt: FileFormat)
 
 def _leaf_rule(col: pq.ColumnSchema, fmt: FileFormat) -> LeafFn | None:
     """What becomes of one Parquet leaf column's values; None: they stay as pyarrow reads them."""
+    # USE_VECTORIZED_SCANNER = TRUE: "BINARY_AS_TEXT is always treated as FALSE and USE_LOGICAL_TYPE
+    # as TRUE", and INT96 is a TIMESTAMP_LTZ (copy-into-table).
+    vectorized = fmt.use_vectorized_scanner
+    use_logical_type = fmt.use_logical_type or vectorized
     logical = col.logical_type.type
     converted = col.converted_type != "NONE"
+    if col.physical_type == "INT96":
+        return _as_ltz if vectorized else None  # pyarrow reads it as a timestamp without a zone: NTZ
     if logical == "NONE" and not converted and col.physical_type in ("BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"):
-        return _as_text if fmt.binary_as_text else None  # binary: hex text, in columnar_raw
+        # BINARY_AS_TEXT = FALSE: binary, hex text in columnar_raw
+        return _as_text if fmt.binary_as_text and not vectorized else None
     if logical not in ("TIMESTAMP", "TIME"):
         return None
     info = json.loads(col.logical_type.to_json())
     utc = bool(info.get("isAdjustedToUTC"))
     nanos = info.get("timeUnit") == "nanoseconds"
     if logical == "TIME":
-        return None if fmt.use_logical_type or (converted and not nanos) else _as_integer
-    if fmt.use_logical_type:
+        return None if use_logical_type or (converted and not nanos) else _as_integer
+    if use_logical_type:
         return _as_ltz if utc else _as_ntz
     if nanos:
         return _as_integer

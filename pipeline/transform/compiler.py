@@ -16,6 +16,7 @@ import duckdb
 import sqlglot
 from sqlglot.errors import SqlglotError
 
+from floe.catalog.ddl import PARSE_HEADER_ONLY
 from floe.catalog.models import Column, CopySpec, ExternalFunction, FileFormat, Table
 from floe.errors import CompilationError, FileLoadError
 from floe.types import arrow_schema
@@ -41,6 +42,8 @@ def compile_copy(
     fmt = copy.file_format
     kind = (fmt_type or fmt.type).upper()
     _check_format(kind, fmt)
+    if kind == "CSV" and fmt.parse_header and copy.match_by_column_name == "NONE":
+        raise CompilationError(PARSE_HEADER_ONLY)  # CREATE PIPE refuses it too (services.sql)
     functions = functions or {}
     missing = sorted(sig for key, sig in copy.functions.items() if key not in functions)
     if missing:
@@ -48,6 +51,7 @@ def compile_copy(
     planner = _Planner(copy, table, kind, functions)
     plans = planner.plans()
     output = tuple(next(k for k, p in enumerate(plans) if p.column.name == c.name) for c in table.columns)
+    by_position = kind == "CSV" and copy.select is None and not fmt.parse_header  # fields in order
     compiled = CompiledCopy(
         table_name=planner.short,
         format=kind,
@@ -57,7 +61,7 @@ def compile_copy(
         schema=arrow_schema(table),
         plans=tuple(plans),
         output=output,
-        csv_width=len(planner.targets) if kind == "CSV" and copy.select is None else None,
+        csv_width=len(planner.targets) if by_position else None,
         max_field=planner.max_field,
         parquet_columns=tuple(planner.parquet_columns),
         parquet_row=planner.parquet_row,
@@ -194,8 +198,9 @@ class _Planner:
         return ColumnPlan(col, *self._place(col), ident(name))
 
     def _by_name(self, col: Column) -> ColumnPlan:
-        """MATCH_BY_COLUMN_NAME: the file's column (JSON: top-level key) named like ``col``, or the
-        METADATA$ column INCLUDE_METADATA gives it (which wins over a file column of that name)."""
+        """MATCH_BY_COLUMN_NAME: the file's column (JSON: top-level key; CSV: the column its header
+        names, PARSE_HEADER) named like ``col``, or the METADATA$ column INCLUDE_METADATA gives it
+        (which wins over a file column of that name)."""
         meta = self.copy.include_metadata.get(col.name)
         if meta is not None:
             return self._select_plan(meta, col)

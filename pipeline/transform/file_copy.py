@@ -38,6 +38,7 @@ from pipeline.formats import (
     read_csv,
 )
 from pipeline.transform.connections import connection
+from pipeline.transform.dialect import ident
 from pipeline.transform.messages import (
     CODE_NOT_NULL,
     CODE_OTHER,
@@ -122,6 +123,8 @@ class _Lines:
 def _fit_width(compiled: CompiledCopy, raw: RawFile) -> RawFile:
     """Plain CSV COPY: records must have one field per target column; re-read when the file was
     read with another width (read_raw takes the first record's) or needs lenient repair."""
+    if compiled.format == "CSV" and raw.format == "CSV" and raw.fmt.parse_header:
+        return _fit_header(compiled, raw)
     if compiled.format != "CSV" or compiled.csv_width is None or raw.format != "CSV":
         return raw
     width = compiled.csv_width
@@ -135,19 +138,62 @@ def _fit_width(compiled: CompiledCopy, raw: RawFile) -> RawFile:
     return replace(again, row_offset=raw.row_offset, line_offset=raw.line_offset)
 
 
-def _field_column(compiled: CompiledCopy, field_no: int) -> str:
-    """The target column Snowflake names for an error in CSV field ``field_no``."""
+CODE_COLUMN_COUNT = "100080"
+"""Snowflake's code for a file whose column count is not the table's (copy-reference.md, section 4)."""
+
+
+def _fit_header(compiled: CompiledCopy, raw: RawFile) -> RawFile:
+    """MATCH_BY_COLUMN_NAME on CSV (PARSE_HEADER): with ERROR_ON_COLUMN_COUNT_MISMATCH = TRUE, the
+    default, Snowflake compares the file's columns (its header's) with the table's, so a file of
+    another width loads no record: each is an error of its row (100080), and ON_ERROR decides. FALSE
+    loads the columns by name whatever the widths (decision 82)."""
+    table_width = len(compiled.output)
+    if not raw.fmt.error_on_column_count_mismatch or raw.width == table_width or raw.num_rows == 0:
+        return raw
+    message = (
+        f"Number of columns in file ({raw.width}) does not match that of the corresponding table "
+        f"({table_width}), use file format option error_on_column_count_mismatch=false to ignore this error"
+    )
+    rows, lines = raw.row_numbers.to_pylist(), raw.line_numbers.to_pylist()
+    errors = [
+        *raw.errors,
+        *(RowError(r, n, 1, None, message, CODE_COLUMN_COUNT) for r, n in zip(rows, lines, strict=True)),
+    ]
+    errors.sort(key=lambda e: e.line)
+    empty = pa.array([], pa.int64())
+    return replace(raw, table=raw.table.slice(0, 0), row_numbers=empty, line_numbers=empty, errors=errors)
+
+
+def _header_field(compiled: CompiledCopy, raw: RawFile, pre: str | None) -> int:
+    """MATCH_BY_COLUMN_NAME on CSV: the 1-based field of the header column a plan reads (its
+    ``pre`` is that column, quoted), for the error's character position; 1 when it reads none."""
+    if not raw.fmt.parse_header or pre is None:
+        return 1
+    for i, name in enumerate(raw.table.column_names):
+        if ident(name if compiled.exact_names else name.lower()) == pre:
+            return i + 1
+    return 1
+
+
+def _field_column(compiled: CompiledCopy, field_no: int, header: list[str] | None = None) -> str:
+    """The target column Snowflake names for an error in CSV field ``field_no``; ``header``: the
+    file's names (PARSE_HEADER), which say the column a field loads."""
     name = next((p.display for p in compiled.plans if field_no in p.fields[:1]), None)
     name = name or next((p.display for p in compiled.plans if field_no in p.fields), None)
+    if name is None and header is not None and 0 < field_no <= len(header):
+        named = header[field_no - 1] if compiled.exact_names else header[field_no - 1].lower()
+        name = next((p.display for p in compiled.plans if p.pre == ident(named)), None)
     return name or f'"{compiled.table_name}"["${field_no}":{field_no}]'
 
 
-def _name_parse_errors(compiled: CompiledCopy, errors: list[RowError]) -> list[RowError]:
+def _name_parse_errors(
+    compiled: CompiledCopy, errors: list[RowError], header: list[str] | None = None
+) -> list[RowError]:
     """Give CSV field-count errors the target column name Snowflake would print."""
     out: list[RowError] = []
     for err in errors:
         if err.column_name is None and err.field is not None:
-            err = err.named(_field_column(compiled, err.field))
+            err = err.named(_field_column(compiled, err.field, header))
         out.append(err)
     return out
 
@@ -297,7 +343,8 @@ class FileCopy:
         compiled = self.compiled
         con = connection(con)
         raw = _fit_width(compiled, raw)
-        parse_errors = _name_parse_errors(compiled, raw.errors)
+        header = raw.table.column_names if raw.fmt.parse_header else None
+        parse_errors = _name_parse_errors(compiled, raw.errors, header)
         n = raw.num_rows
         first = _first_parse_error(parse_errors)
         bad = np.zeros(n, dtype=bool)
@@ -549,7 +596,8 @@ class _FileRun:
             code, message = self._message(plan_index, status, self.inp.slice(row, 1))
         character = 1
         if compiled.format == "CSV" and raw.data:
-            character = field_character(raw, line, plan.fields[0] if plan.fields else 1)
+            field_no = plan.fields[0] if plan.fields else _header_field(compiled, raw, plan.pre)
+            character = field_character(raw, line, field_no)
         return _FirstError(line, character, plan.display, message, code)
 
     def _message(self, plan_index: int, status: int, one: pa.Table) -> tuple[str, str]:

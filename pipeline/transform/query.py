@@ -52,9 +52,11 @@ _MAX_CACHED_QUERIES = 64
 
 def empty_input(compiled: CompiledCopy) -> pa.Table:
     """An empty input table of the shape CSV and JSON files give, to bind the query at compile time."""
-    if compiled.format == "CSV":
+    if compiled.format == "CSV" and compiled.file_format.parse_header:  # columns named by the header
+        cols: dict[str, pa.Array] = {name: pa.array([], pa.string()) for name in compiled.parquet_columns}
+    elif compiled.format == "CSV":
         width = compiled.max_field
-        cols: dict[str, pa.Array] = {f"c{i}": pa.array([], pa.string()) for i in range(1, width + 1)}
+        cols = {f"c{i}": pa.array([], pa.string()) for i in range(1, width + 1)}
     else:
         cols = {"c1": pa.array([], pa.string())}
     cols[ROW_NUMBER_COLUMN] = pa.array([], pa.int64())
@@ -66,6 +68,11 @@ def empty_input(compiled: CompiledCopy) -> pa.Table:
 def input_table(compiled: CompiledCopy, raw: RawFile) -> tuple[pa.Table, str]:
     """The table DuckDB reads, and the SQL of the whole Parquet row (if any) over it."""
     rn = pc.add(raw.row_numbers, raw.row_offset) if raw.row_offset else raw.row_numbers
+    if compiled.format == "CSV" and compiled.file_format.parse_header:
+        # MATCH_BY_COLUMN_NAME: the header names the raw columns, read by name as Parquet's are.
+        cols = _parquet_columns(compiled, raw)
+        cols[ROW_NUMBER_COLUMN] = rn
+        return pa.table(cols), ""
     if compiled.format == "CSV":
         cols = _csv_columns(compiled, raw)
         cols[ROW_NUMBER_COLUMN] = rn

@@ -18,7 +18,9 @@ import pytest
 from tests.conftest import Stack, unique, wait_until
 from tests.e2e.acceptance import Case, all_cases
 
-pytestmark = pytest.mark.e2e
+# The shared setup creates every case's objects and waits for all their files (its own bound is
+# `wait_until`'s, 60 s plus 3 s a case); pytest's 600 s per test would cut it first on a loaded machine.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
 CASES = all_cases()
 FINAL = {"Loaded", "Load failed", "Partially loaded", "Load skipped"}

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from front import cli as cli_module
@@ -163,3 +164,25 @@ def test_a_failure_mid_stream_prints_what_came_then_the_error(monkeypatch: pytes
     assert run.stdout == json.dumps(records, default=str)[:-1] + "\n"
     with pytest.raises(json.JSONDecodeError):
         json.loads(run.stdout)
+
+
+COMMANDS = sorted(typer.main.get_command(cli_module.app).commands)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("command", [[], *([c] for c in COMMANDS)], ids=["floe", *COMMANDS])
+def test_every_help_renders(command: list[str]) -> None:
+    """Typer renders help as Rich markup, where `@s[/path]` is a closing tag that matches nothing: a
+    help text that forgets to escape it makes `--help` crash instead of print."""
+    result = CliRunner().invoke(cli_module.app, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage" in result.output
+
+
+def test_an_error_holding_markup_is_printed_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    refused = StatementRejected("stage @s[/path] is not [bold]there[/bold]")
+    monkeypatch.setattr(
+        cli_module, "stream_sql", lambda settings, statement, **_: streamed(MANY, 3, failure=refused)
+    )
+    result = CliRunner().invoke(cli_module.app, ["sql", "LIST @s/path"])
+    assert result.exit_code == 1, result.output
+    assert "@s[/path] is not [bold]there[/bold]" in result.stderr

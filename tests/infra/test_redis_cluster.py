@@ -22,7 +22,7 @@ from redis.exceptions import RedisClusterException
 
 from bench.harness import unique
 from floe import keys as key_layer
-from floe.catalog import Catalog, CopySpec, Pipe, Table, now_ms
+from floe.catalog import Catalog, CopySpec, Pipe, Stage, Table, now_ms
 from floe.catalog.models import Column, new_id
 from floe.channels import ChannelStore, PipeRef
 from floe.external import Breaker
@@ -213,6 +213,9 @@ def test_the_source_plans_and_reads_pipes_on_every_node(
     cluster: Settings, client: RedisCluster, keys: Keys
 ) -> None:
     catalog = Catalog(client, keys)
+    # The table and stage the pipes were made on: a pipe without them is stopped, and not planned.
+    catalog.put(Table(name="D.S.T", id="t", columns=[Column(name="A", type="NUMBER")]))
+    catalog.put(Stage(name="D.S.S", url="s3://b/"))
     expected: Counter[tuple[str, str]] = Counter()
     for n, pipe_id in enumerate(pipe_ids_on_every_node(client, keys)):
         pipe = make_pipe(pipe_id)

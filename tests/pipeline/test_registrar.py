@@ -7,7 +7,7 @@ import json
 import pytest
 import redis
 
-from floe.catalog import CopySpec, Pipe
+from floe.catalog import Catalog, Column, CopySpec, Pipe, Stage, Table
 from floe.channels import ChannelStore, PipeRef, channel_state
 from floe.history import ErrorDetail, read_errors, read_state
 from floe.keys import Keys
@@ -82,6 +82,10 @@ def test_a_retired_pipe_commits_nothing_and_hands_its_queue_over(
 def test_source_offsets_ranges_and_trim(isolated_settings: Settings, redis_client: redis.Redis) -> None:
     keys, pipe, ids = setup(isolated_settings, redis_client)
     redis_client.hset(keys.objects("pipes"), pipe.name, pipe.model_dump_json())
+    # The table and stage it was made on: a pipe without them is stopped, and not planned.
+    catalog = Catalog(redis_client, keys)
+    catalog.put(Table(name="D.S.T", id="t", columns=[Column(name="A", type="NUMBER")]))
+    catalog.put(Stage(name="D.S.S", url="s3://b/"))
     reader = FileStreamReader(
         {"redis_url": isolated_settings.redis.url, "prefix": keys.prefix, "max_files": "1"}
     )

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from bench.harness import unique
-from floe.catalog import ADMIN_ROLE, Catalog, CopySpec, ExternalFunction, Pipe
+from floe.catalog import ADMIN_ROLE, Catalog, CopySpec, ExternalFunction, Pipe, Stage, Table
 from floe.catalog.models import Column, new_id
 from floe.external import Breaker
 from floe.history import FileState, read_state
@@ -178,6 +178,9 @@ def micro_batches(
 def create_pipes(client: redis.Redis, keys: Keys, n: int) -> list[Pipe]:
     """n pipes in the catalog, in id order (the order the old source served them in)."""
     catalog = Catalog(client, keys)
+    # The table and stage they were made on: a pipe without them is stopped, and not planned.
+    catalog.put(Table(name="D.S.T", id="t", columns=[Column(name="A", type="NUMBER")]))
+    catalog.put(Stage(name="D.S.S", url="s3://b/"))
     made = [make_pipe(i) for i in sorted(new_id() for _ in range(n))]
     for p in made:
         catalog.put(p)

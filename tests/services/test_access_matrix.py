@@ -594,6 +594,19 @@ DROPS = [
         fails=unseen("Database 'SALES'"),
     ),
     Row(
+        "ALTER STAGE SET COMMENT",
+        "ALTER STAGE sales.raw.landing SET COMMENT = 'raw files'",
+        grants=(*INSIDE, owns("STAGE", "sales.raw.landing")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "ALTER STAGE SET URL (USAGE on its integration)",
+        "ALTER STAGE sales.raw.landing SET URL = 's3://lake/moved/'",
+        given=INSIDE,
+        grants=(owns("STAGE", "sales.raw.landing"), on("USAGE", "INTEGRATION", "lake")),
+        fails=unseen("Stage 'SALES.RAW.LANDING'"),
+    ),
+    Row(
         "DROP PIPE",
         "DROP PIPE sales.raw.loader",
         grants=(*INSIDE, owns("PIPE", "sales.raw.loader")),
@@ -703,6 +716,19 @@ PIPES_AND_QUERIES = [
         given=(*INSIDE, on("OPERATE", "PIPE", "sales.raw.loader")),
         grants=(owns("PIPE", "sales.raw.loader"),),
         fails=denied("Insufficient privileges to operate on pipe 'LOADER'"),
+    ),
+    Row(
+        "ALTER TABLE",
+        "ALTER TABLE sales.raw.orders ADD COLUMN b VARCHAR",
+        grants=(*INSIDE, owns("TABLE", "sales.raw.orders")),
+        fails=unseen("Database 'SALES'"),
+    ),
+    Row(
+        "ALTER TABLE SET ENABLE_SCHEMA_EVOLUTION, EVOLVE SCHEMA is not OWNERSHIP",
+        "ALTER TABLE sales.raw.orders SET ENABLE_SCHEMA_EVOLUTION = TRUE",
+        given=(*INSIDE, on("EVOLVE SCHEMA", "TABLE", "sales.raw.orders")),
+        grants=(owns("TABLE", "sales.raw.orders"),),
+        fails=denied("Insufficient privileges to operate on table 'ORDERS'"),
     ),
     Row(
         "SYSTEM$PIPE_FORCE_RESUME via OPERATE",
@@ -1299,18 +1325,12 @@ STAGE_FILES = [
         grants=(*INSIDE, on("READ", "STAGE", "sales.raw.inbound")),
         fails=unseen("Database 'SALES'"),
     ),
-    Row(
-        "LIST, internal stage: WRITE is not READ",
-        "LS @sales.raw.inbound/in/ PATTERN = '.*[.]csv'",
-        setup=(INBOUND,),
-        given=(*INSIDE, on("WRITE", "STAGE", "sales.raw.inbound")),
-        grants=(on("READ", "STAGE", "sales.raw.inbound"),),
-        fails=denied("Insufficient privileges to operate on stage 'INBOUND'"),
-    ),
+    # WRITE without READ cannot be held: GRANT refuses WRITE before READ (decision 84).
     Row(
         "REMOVE, internal stage",
         "REMOVE @sales.raw.inbound",
         setup=(INBOUND,),
+        given=(on("READ", "STAGE", "sales.raw.inbound"),),
         grants=(*INSIDE, on("WRITE", "STAGE", "sales.raw.inbound")),
         fails=unseen("Database 'SALES'"),
     ),

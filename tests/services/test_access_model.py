@@ -17,6 +17,9 @@ The rules the model states (Snowflake's, as Floe documents them in docs/architec
   CURRENT GRANTS drops every grant on the object; DROP TABLE drops its grants;
 - future grants reach tables created afterwards only, and a schema's future grants for tables,
   when there are any, replace its database's;
+- a stage takes its kind's privileges only (USAGE an external stage, READ and WRITE an internal one;
+  ALL means those): another is refused, and WRITE is granted only with or after READ, READ revoked
+  only with or after WRITE (decision 84);
 - a user's active roles are its DEFAULT_ROLE (when granted to it directly) and, with secondary roles
   ALL, every role granted to it; with NONE, only its current role, which without a usable default
   role is the role that owns what it creates (``Principal.owner_role``).
@@ -61,9 +64,21 @@ TABLES: tuple[Obj, ...] = (("TABLE", "FLOE.PUBLIC.T1"), ("TABLE", "FLOE.EXTRA.T2
 NEW_TABLES: tuple[Obj, ...] = (("TABLE", "FLOE.PUBLIC.N1"), ("TABLE", "FLOE.EXTRA.N2"))
 """Tables CREATE TABLE may make (before that, a grant on them is refused)."""
 STAGE: Obj = ("STAGE", "FLOE.PUBLIC.ST")
+"""An external stage: USAGE governs it."""
+INTERNAL_STAGE: Obj = ("STAGE", "FLOE.PUBLIC.IST")
+"""An internal stage: READ and WRITE govern it."""
 PIPE: Obj = ("PIPE", "FLOE.PUBLIC.P")
 INTEGRATION: Obj = ("INTEGRATION", "FLOE_TESTS")
-CHECKED: tuple[Obj, ...] = (DATABASE, *SCHEMAS, *TABLES, *NEW_TABLES, STAGE, PIPE, INTEGRATION)
+CHECKED: tuple[Obj, ...] = (
+    DATABASE,
+    *SCHEMAS,
+    *TABLES,
+    *NEW_TABLES,
+    STAGE,
+    INTERNAL_STAGE,
+    PIPE,
+    INTEGRATION,
+)
 """Every object whose every privilege is checked for every user after a sequence."""
 CONTAINERS: tuple[Obj, ...] = (*SCHEMAS, DATABASE)
 
@@ -81,6 +96,7 @@ SETUP = (
     "CREATE TABLE floe.public.t1 (a INT)",
     "CREATE TABLE floe.extra.t2 (a INT)",
     "CREATE STAGE floe.public.st URL = 's3://somebucket/x/' STORAGE_INTEGRATION = floe_tests",
+    "CREATE STAGE floe.public.ist",
     "CREATE PIPE floe.public.p AUTO_INGEST = FALSE AS COPY INTO floe.public.t1 FROM @floe.public.st",
 )
 """The world every sequence starts from, made by ACCOUNTADMIN, with the `ex` fixture's integration
@@ -88,6 +104,8 @@ SETUP = (
 
 OK, NOT_FOUND, DENIED, EXISTS, CYCLE = "ok", "not found", "denied", "exists", "cycle"
 """What a statement or a check comes to."""
+WRONG_KIND, ORDER = "wrong kind", "order"
+"""A stage privilege of the other kind of stage; READ and WRITE out of order (decision 84)."""
 
 
 # ------------------------------------------------------------------------------ the operations
@@ -261,6 +279,11 @@ def expand(kind: str, privileges: tuple[str, ...]) -> set[str]:
     return set(PRIVILEGES[kind]) if privileges == ("ALL",) else set(privileges)
 
 
+def stage_takes(obj: Obj) -> set[str]:
+    """The privileges a stage's kind takes: READ and WRITE the internal one, USAGE the external."""
+    return {"READ", "WRITE"} if obj == INTERNAL_STAGE else {"USAGE"}
+
+
 def containers(obj: Obj) -> list[Obj]:
     """The database and schema an object lives in."""
     parts = obj[1].split(".")
@@ -295,7 +318,7 @@ class Model:
     @classmethod
     def initial(cls) -> Model:
         """The state after SETUP: SYSADMIN owns the default database and schema, ACCOUNTADMIN the rest."""
-        owner = dict.fromkeys((*SCHEMAS[1:], *TABLES, STAGE, PIPE, INTEGRATION), ADMIN_ROLE)
+        owner = dict.fromkeys((*SCHEMAS[1:], *TABLES, STAGE, INTERNAL_STAGE, PIPE, INTEGRATION), ADMIN_ROLE)
         owner |= {DATABASE: "SYSADMIN", SCHEMAS[0]: "SYSADMIN"}
         return cls(
             owner=owner,
@@ -413,8 +436,31 @@ class Model:
     def _grant_on(self, op: GrantOn) -> str:
         if op.obj not in self.owner:
             return NOT_FOUND
-        rows = {(op.role, p, op.obj) for p in expand(op.obj[0], op.privileges)}
+        privileges = expand(op.obj[0], op.privileges)
+        if op.obj[0] == "STAGE":
+            held = {p for r, p, o in self.grants if r == op.role and o == op.obj}
+            verdict = self._stage_rules(op, privileges, held)
+            if verdict != OK:
+                return verdict
+            if op.privileges == ("ALL",):
+                privileges = stage_takes(op.obj) if op.grant else set(PRIVILEGES["STAGE"])
+        rows = {(op.role, p, op.obj) for p in privileges}
         self.grants = self.grants | rows if op.grant else self.grants - rows
+        return OK
+
+    @staticmethod
+    def _stage_rules(op: GrantOn, privileges: set[str], held: set[str]) -> str:
+        """A stage's privileges: its kind's only (a revoke may take back what is held), WRITE with
+        or after READ, READ revoked with or after WRITE."""
+        if op.privileges == ("ALL",):
+            return OK
+        takes = stage_takes(op.obj)
+        if privileges - takes - (set() if op.grant else held):
+            return WRONG_KIND
+        if op.grant and "WRITE" in privileges and not {"READ"} & (privileges | held):
+            return ORDER
+        if not op.grant and "READ" in privileges and "WRITE" not in privileges and "WRITE" in held:
+            return ORDER
         return OK
 
     def _grant_bulk(self, op: GrantBulk) -> str:
@@ -519,7 +565,9 @@ def statements(kinds: list[str], tables: list[Obj], roles: list[str]) -> st.Sear
     # ACCOUNTADMIN holds everything: a user who gets it shows nothing more, so it comes up least.
     granted = st.sampled_from([*roles, *roles, *roles, "SYSADMIN", "PUBLIC", ADMIN_ROLE])
     names = st.sampled_from([name for _, name in tables])
-    objects = st.sampled_from((*tables, *tables, *tables, DATABASE, *SCHEMAS, STAGE, PIPE, INTEGRATION))
+    objects = st.sampled_from(
+        (*tables, *tables, *tables, DATABASE, *SCHEMAS, STAGE, INTERNAL_STAGE, PIPE, INTEGRATION)
+    )
 
     def grant_on(obj: Obj) -> st.SearchStrategy[Op]:
         return st.builds(
@@ -614,6 +662,10 @@ def outcome(ex: SqlExecutor, op: Op) -> str:
             return EXISTS
         if "cycle" in exc.message:
             return CYCLE
+        if exc.code == "003511":
+            return ORDER
+        if "invalid privilege" in exc.message and " stage '" in exc.message:
+            return WRONG_KIND
         return f"error {exc.code}: {exc.message}"
     return OK
 
@@ -703,6 +755,18 @@ CURRENT_GRANTS: list[Op] = [
     GrantOn(True, ("INSERT",), TABLES[0], "R2"),
     Transfer(TABLES[0], "R3", "REVOKE"),
 ]
+STAGE_KINDS: list[Op] = [
+    # Each kind of stage takes its own privileges; READ comes before WRITE and goes after it.
+    GrantOn(True, ("READ",), STAGE, "R1"),
+    GrantOn(True, ("USAGE",), INTERNAL_STAGE, "R1"),
+    GrantOn(True, ("WRITE",), INTERNAL_STAGE, "R1"),
+    GrantOn(True, ("ALL",), INTERNAL_STAGE, "R1"),
+    GrantOn(False, ("READ",), INTERNAL_STAGE, "R1"),
+    GrantOn(True, ("ALL",), STAGE, "R2"),
+    GrantOn(False, ("WRITE", "READ"), INTERNAL_STAGE, "R1"),
+    GrantOn(True, ("READ",), INTERNAL_STAGE, "R2"),
+    GrantOn(True, ("WRITE",), INTERNAL_STAGE, "R2"),
+]
 CYCLES: list[Op] = [
     # Cycles are refused, through PUBLIC (under every role) too.
     RoleToRole(True, "R1", "R2"),
@@ -716,6 +780,7 @@ CYCLES: list[Op] = [
 @example(ops=DROP_TAKES_GRANTS)
 @example(ops=CURRENT_GRANTS)
 @example(ops=CYCLES)
+@example(ops=STAGE_KINDS)
 @given(ops=sequences())
 def test_random_grant_sequences_match_the_reference_model(
     isolated_settings: Settings, redis_client: redis.Redis[bytes], ops: list[Op]

@@ -283,7 +283,7 @@ def test_show_future_grants_and_use_role() -> None:
         (
             "GRANT OPERATE ON TABLE t TO ROLE r",
             "invalid privilege 'OPERATE' on a table; table privileges are SELECT, INSERT, UPDATE, DELETE, "
-            "TRUNCATE, REFERENCES and ALL [PRIVILEGES], or OWNERSHIP on its own",
+            "TRUNCATE, REFERENCES, EVOLVE SCHEMA and ALL [PRIVILEGES], or OWNERSHIP on its own",
         ),
         ("GRANT SELECT ON PIPE p TO ROLE r", "pipe privileges are OPERATE, MONITOR and ALL [PRIVILEGES]"),
         ("GRANT CREATE VIEW ON SCHEMA s TO ROLE r", "invalid privilege 'CREATE VIEW' on a schema"),

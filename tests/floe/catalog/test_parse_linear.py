@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -31,6 +30,7 @@ from floe.catalog.ddl import (
     parse,
 )
 from floe.errors import CompilationError
+from tests.cpu_time import cpu_seconds
 
 pytestmark = pytest.mark.unit
 
@@ -250,25 +250,13 @@ def _frozen_heap() -> Iterator[None]:
 
 
 def _seconds(statement: str, run: Callable[[str], object] = parse) -> float:
-    """Best of up to 3 runs of ``run`` (parse()) on ``statement`` (an error is a normal answer here).
-    The collector is off while timing: sqlglot makes an object per token, and a collection landing
-    in one run but not the other would swamp the ratio."""
-    best = float("inf")
-    spent = 0.0
-    for _ in range(3):
-        gc.collect()
-        gc.disable()
-        try:
-            started = time.perf_counter()
-            with contextlib.suppress(CompilationError):
-                run(statement)
-            took = time.perf_counter() - started
-        finally:
-            gc.enable()
-        best, spent = min(best, took), spent + took
-        if spent > 0.25:
-            break
-    return best
+    """CPU time of ``run`` (parse()) on ``statement``, best of a few (an error is a normal answer here)."""
+
+    def work() -> None:
+        with contextlib.suppress(CompilationError):
+            run(statement)
+
+    return cpu_seconds(work)
 
 
 def _grows_linearly(small: str, large: str) -> tuple[bool, str]:

@@ -3,7 +3,6 @@ ENCODING, and the options as CREATE spells them."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 from unittest import mock
 
@@ -23,6 +22,7 @@ from pipeline.formats import (
     read_csv_part,
     read_raw,
 )
+from tests.cpu_time import cpu_seconds
 from tests.pipeline.formats.helpers import csv, rows
 
 pytestmark = pytest.mark.unit
@@ -577,12 +577,7 @@ ADVERSARIAL = {
 
 
 def _seconds(data: bytes, fmt: FileFormat) -> float:
-    best = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
-        _tokenizer_only(data, fmt)
-        best = min(best, time.perf_counter() - started)
-    return best
+    return cpu_seconds(lambda: _tokenizer_only(data, fmt))
 
 
 @pytest.mark.parametrize("case", list(ADVERSARIAL), ids=list(ADVERSARIAL))
