@@ -1351,7 +1351,13 @@ class QueryEngine:
             tables[name] = self.scan(table, predicates, columns, stats)
             _point(node, name, ours)
         _check_resolved(query, ours)
-        return query.sql(dialect="duckdb"), tables
+        try:
+            return query.sql(dialect="duckdb"), tables
+        except Exception as exc:
+            # sqlglot's DuckDB generator can fail on a shape it does not expect (DATE_PART with one
+            # argument raised AttributeError): any failure there means the query cannot be run here,
+            # which is the user's error to fix, not a server fault.
+            raise CompilationError(f"SQL compilation error: this query cannot be run ({exc})") from exc
 
     def _run(self, query: exp.Expr, check: Check, context: Mapping[str, str], sink: RowSink | None) -> Result:
         limits = self.settings.query

@@ -358,3 +358,10 @@ def test_queries_beyond_max_concurrent_wait_then_give_up(ex: SqlExecutor) -> Non
         released.start()
     assert rows(ex, "SELECT 1 AS one") == [{"ONE": 1}]  # it got the slot once freed
     released.join()
+
+
+def test_a_query_the_translator_cannot_handle_is_a_compilation_error(ex: SqlExecutor) -> None:
+    """Found by test_sql_property: sqlglot's DuckDB generator raised AttributeError on DATE_PART
+    with one argument, which reached the caller as a server fault."""
+    err = refusal(ex, "SELECT date_part('x') AS x")
+    assert "SQL compilation error" in err.message
