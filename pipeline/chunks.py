@@ -243,6 +243,20 @@ def decompressed(raw: Readable, compression: str, path: str, *, max_bytes: int |
     return inner if max_bytes is None else _Bounded(inner, max_bytes, path)
 
 
+def fill(stream: Readable, carry: bytes, target: int) -> tuple[bytes, bool]:
+    """``carry`` followed by what ``stream`` gives until ``target`` bytes are held, and whether the
+    stream ended first. Reads are joined once, so a part costs one copy whatever the block sizes."""
+    blocks = [carry]
+    have = len(carry)
+    while have < target:
+        block = stream.read(target - have)
+        if not block:
+            return b"".join(blocks), True
+        blocks.append(block)
+        have += len(block)
+    return b"".join(blocks), False
+
+
 def read_bounded(stream: Readable, limit: int, block: int = 8 << 20) -> bytes | None:
     """All of ``stream``, or None as soon as it passes ``limit`` bytes (having read at most one
     block more). Reads in blocks: a buffered reader asked for ``limit`` bytes would allocate them."""
@@ -489,18 +503,7 @@ def _record_parts(
     carry = b""
     target = chunk_bytes if ceiling is None else min(chunk_bytes, ceiling)
     while True:
-        parts = [carry]
-        have = len(carry)
-        eof = False
-        while have < target:
-            block = stream.read(target - have)
-            if not block:
-                eof = True
-                break
-            parts.append(block)
-            have += len(block)
-        buf = b"".join(parts)
-        del parts
+        buf, eof = fill(stream, carry, target)
         if eof:
             if buf:
                 yield buf

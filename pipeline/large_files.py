@@ -48,7 +48,7 @@ import pyarrow.parquet as pq
 
 from floe.catalog.models import FileFormat
 from floe.errors import FileLoadError
-from pipeline.chunks import FileTooLarge, PartTooLarge, Readable, TransportError, decompressed
+from pipeline.chunks import FileTooLarge, PartTooLarge, Readable, TransportError, decompressed, fill
 from pipeline.formats import UTF8_BOM, RawFile, read_json, read_parquet_groups
 
 GROWTH_LIMIT = 4
@@ -222,18 +222,7 @@ def json_parts(
     in_array = False
     target = capped(chunk_bytes)
     while True:
-        blocks = [carry]
-        have = len(carry)
-        eof = False
-        while have < target:
-            block = stream.read(target - have)
-            if not block:
-                eof = True
-                break
-            blocks.append(block)
-            have += len(block)
-        buf = b"".join(blocks)
-        del blocks
+        buf, eof = fill(stream, carry, target)
         if eof:
             if buf:
                 yield JsonPart(buf, in_array, False)
