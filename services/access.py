@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from floe.catalog import (
     ADMIN_ROLE,
     PRIVILEGES,
-    SYSTEM_HIERARCHY,
     SYSTEM_PRIVILEGES,
     SYSTEM_ROLES,
     ApiIntegration,
@@ -42,6 +41,7 @@ from floe.catalog import (
     grant_key,
 )
 from floe.catalog.names import Defaults
+from floe.catalog.store import role_closure
 from floe.errors import ObjectNotFound, PermissionDenied
 from services.auth import Principal
 
@@ -96,18 +96,7 @@ def active_roles(catalog: Catalog, principal: Principal) -> frozenset[str]:
 
 def closure(catalog: Catalog, roles: Iterable[str]) -> frozenset[str]:
     """``roles`` with every role granted to them, transitively, and PUBLIC."""
-    seen: set[str] = set()
-    stack = [*roles, "PUBLIC"]
-    while stack:
-        name = stack.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        stack.extend(SYSTEM_HIERARCHY.get(name, ()))
-        role = catalog.find(Role, name)
-        if role is not None:
-            stack.extend(role.roles)
-    return frozenset(seen)
+    return role_closure(catalog, roles)
 
 
 def find(catalog: Catalog, kind: str, name: str) -> CatalogObject | None:

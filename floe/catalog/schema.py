@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,14 +30,13 @@ from floe.catalog.alter_table import (
 )
 from floe.catalog.models import (
     ADMIN_ROLE,
-    SYSTEM_HIERARCHY,
     Column,
     EvolutionRecord,
     Role,
     Table,
     grant_key,
 )
-from floe.catalog.store import KINDS, Catalog
+from floe.catalog.store import KINDS, Catalog, role_closure
 from floe.errors import CompilationError, FloeError
 from floe.keys import Keys, RedisClient, one_slot
 from floe.types import arrow_schema
@@ -273,7 +272,7 @@ def may_evolve(catalog: Catalog, role: str, table: Table) -> bool:
     ``floe`` only), so this follows its rules for one role, one table and these two privileges:
     ACCOUNTADMIN holds everything, the owner holds everything, grants pass up the role graph.
     ``tests/floe/catalog/test_schema.py`` checks that the two agree."""
-    roles = _closure(catalog, [role])
+    roles = role_closure(catalog, [role])
     if ADMIN_ROLE in roles or table.owner in roles:
         return True
     key = grant_key("TABLE", table.name)
@@ -282,22 +281,6 @@ def may_evolve(catalog: Catalog, role: str, table: Table) -> bool:
         if found is not None and set(found.grants.get(key, ())) & set(EVOLVE_PRIVILEGES):
             return True
     return False
-
-
-def _closure(catalog: Catalog, roles: Iterable[str]) -> set[str]:
-    """``roles``, the roles granted to them (transitively), the system roles under them and PUBLIC."""
-    seen: set[str] = set()
-    stack = [*roles, "PUBLIC"]
-    while stack:
-        name = stack.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        stack.extend(SYSTEM_HIERARCHY.get(name, ()))
-        found = catalog.find(Role, name)
-        if found is not None:
-            stack.extend(found.roles)
-    return seen
 
 
 # ------------------------------------------------------------------------------------------------

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar, cast
 
 from floe.catalog.models import (
+    SYSTEM_HIERARCHY,
     ApiIntegration,
     CatalogObject,
     Database,
@@ -170,3 +171,20 @@ class Catalog:
             if p.id == pipe_id:
                 return p
         return None
+
+
+def role_closure(catalog: Catalog, roles: Iterable[str]) -> frozenset[str]:
+    """``roles`` with every role granted to them, transitively, the system roles under them and
+    PUBLIC: the roles whose privileges a session holds."""
+    seen: set[str] = set()
+    stack = [*roles, "PUBLIC"]
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        stack.extend(SYSTEM_HIERARCHY.get(name, ()))
+        role = catalog.find(Role, name)
+        if role is not None:
+            stack.extend(role.roles)
+    return frozenset(seen)
