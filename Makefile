@@ -17,7 +17,7 @@ STACK := $(PY) -m infra.stack
 # apt needs root; use sudo only when we are not root already (CI containers have no sudo).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps venv localstack-install redis-install up down status services-up services-down \
+.PHONY: help deps venv localstack-install redis-install chromium-install up down status services-up services-down \
         run test chaos volume lint bench bench-smoke clean redis-cluster-up redis-cluster-down test-cluster \
         cluster-up cluster-down
 
@@ -57,6 +57,15 @@ redis-install: ## install Debian's redis-server unless one is on PATH
 	    echo "disabling the system redis-server service (Floe's stack runs its own)"; \
 	    $(SUDO) systemctl disable --now redis-server; \
 	  fi; \
+	fi
+
+# The web console's browser test (tests/e2e/test_console.py) drives Debian's chromium through Playwright
+# for Python; Playwright's own browser download is not used.
+chromium-install: ## install Debian's chromium (for the console's browser test) unless /usr/bin/chromium is there
+	@if ! test -x /usr/bin/chromium; then \
+	  echo "installing chromium (apt)"; \
+	  $(SUDO) apt-get update && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium || exit 1; \
 	fi
 
 deps: venv localstack-install redis-install ## install everything above
@@ -110,11 +119,15 @@ run: deps ## the demo: start the stack, load sample files, follow until Ctrl-C, 
 # The EXIT trap keeps pytest's exit code.
 # The kill tests are `make chaos` (each restarts the Spark job, about half a minute a time), which CI
 # runs after this; the volume tests are `make volume`, and the cluster ones `make test-cluster`.
-test: deps lint ## lint, the unit, integration and end-to-end tests, then a smoke run of the benchmarks (services started and stopped)
+# Two pytest-xdist workers: the tests of the running stack all on one, the rest shared out a module at
+# a time (tests/workers.py). TEST_WORKERS=0 runs them in this process, one after another.
+TEST_WORKERS ?= 2
+
+test: deps lint chromium-install ## lint, the unit, integration and end-to-end tests, then a smoke run of the benchmarks (services started and stopped)
 	@record="$(STATE_DIR)/run/test-services.txt"; \
 	$(STACK) services-up --record "$$record" || exit $$?; \
 	trap '$(STACK) services-down --recorded "$$record"' EXIT; trap 'exit 130' INT TERM; \
-	$(VENV)/bin/pytest -m "not chaos and not volume and not spark_cluster" --durations=15 tests && $(PY) -m bench.run --smoke
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) -m "not chaos and not volume and not spark_cluster" --durations=15 tests && $(PY) -m bench.run --smoke
 
 # The tests marked `cluster` (tests/infra/conftest.py marks the e2e ones): Floe's steps on a real
 # cluster, and the auto-ingest, REST and kill tests with the whole stack on it; and those marked

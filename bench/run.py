@@ -408,6 +408,9 @@ class Run:
         self.cluster_settings: Settings | None = None
         """Set once the spark_cluster part may have started a cluster: shutdown stops it."""
         self.warm_task: Any = None
+        self.overall: Any = None
+        """The run's own bar: the phase under way and how many of the selected parts are done."""
+        self.parts_done: set[str] = set()
         self.resources = Resources(self.settings)
         self.rates = [(args.slow_rate, args.slow_samples), (args.fast_rate, args.fast_samples)]
         self.slow_label = f"{args.slow_rate:g}_per_s"
@@ -501,6 +504,7 @@ class Run:
     def phase(self, name: str, progress: Progress, fn: Any, *fargs: Any, **kwargs: Any) -> Any:
         """Run one part; a failure is recorded and the run goes on with the next part."""
         started = time.perf_counter()
+        self._show_phase(progress, name)
         try:
             if name in STACK_PHASES and self.stack is not None:
                 self.stack.check()
@@ -513,7 +517,23 @@ class Run:
             return None
         finally:
             self.result["timings_s"][name] = round(time.perf_counter() - started, 2)
+            self.part_done(progress, name)
         return value
+
+    def _show_phase(self, progress: Progress, name: str) -> None:
+        """Name the phase under way on the run's bar (added on the first phase)."""
+        total = len(self.parts)
+        if self.overall is None:
+            self.overall = progress.add_task("", total=total)
+        progress.update(
+            self.overall, description=f"bench: {name} ({len(self.parts_done)} of {total} parts done)"
+        )
+
+    def part_done(self, progress: Progress, name: str) -> None:
+        """Count ``name`` on the run's bar if it is a part (a phase may be only a step of one)."""
+        if name in self.parts and name not in self.parts_done and self.overall is not None:
+            self.parts_done.add(name)
+            progress.update(self.overall, completed=len(self.parts_done))
 
     def execute(self, progress: Progress) -> None:
         """Every selected part, in an order that keeps them from competing for the CPU.
@@ -866,6 +886,7 @@ class Run:
                 f"[green]✓[/] streaming latency at {a.stream_rate:g} rows/s: append→committed "
                 f"p50 {q['p50_s']:.2f} s p99 {q['p99_s']:.2f} s ({lat['appends']} appends)"
             )
+        self.part_done(progress, "streaming")  # its phases are streaming_*: the part ends here
 
     def external(self, progress: Progress) -> None:
         """A query calling a trivial remote function against the same query without it."""

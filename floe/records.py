@@ -35,8 +35,11 @@ _ORIGINS: frozenset[str] = frozenset(get_args(Origin))
 # Queue entries (Redis stream fields)
 
 # The stream's field names. 'origin' came later: entries without it are read as notifications.
-_PATH, _SIZE, _RECEIVED, _ORIGIN = "path", "size", "received", "origin"
-_B_PATH, _B_SIZE, _B_RECEIVED, _B_ORIGIN = (f.encode() for f in (_PATH, _SIZE, _RECEIVED, _ORIGIN))
+# 'put' later still, and only in the entries of notifications that carry an event time.
+_PATH, _SIZE, _RECEIVED, _ORIGIN, _PUT = "path", "size", "received", "origin", "put"
+_B_PATH, _B_SIZE, _B_RECEIVED, _B_ORIGIN, _B_PUT = (
+    f.encode() for f in (_PATH, _SIZE, _RECEIVED, _ORIGIN, _PUT)
+)
 
 
 @dataclass(frozen=True)
@@ -54,10 +57,13 @@ class QueueEntry:
     older kinds are whole files, which is all a reader needs to know."""
     stream_id: str | None = None
     """The entry's id in its stream; None until it is added."""
+    put_ms: int | None = None
+    """When the object was put: the S3 notification's event time. None when the trigger did not say
+    (insertFiles, REFRESH, entries queued before Floe recorded it): ``received_ms`` stands in."""
 
     def stream_fields(self) -> list[str | int]:
         """The entry's stream fields as flat name/value pairs, in XADD order."""
-        return [
+        fields: list[str | int] = [
             _PATH,
             self.path,
             _SIZE,
@@ -67,6 +73,7 @@ class QueueEntry:
             _ORIGIN,
             self.origin,
         ]
+        return fields if self.put_ms is None else [*fields, _PUT, self.put_ms]
 
     @staticmethod
     def stream_size(size: int | None) -> int:
@@ -81,11 +88,18 @@ class QueueEntry:
         script carries up to hundreds of entries, and passing them cost it about a tenth."""
         return f"'{_PATH}', {path}, '{_SIZE}', {size}, '{_RECEIVED}', {received}, '{_ORIGIN}', {origin}"
 
+    @staticmethod
+    def lua_put_field(put: str) -> str:
+        """The optional last field/value pair of ``lua_stream_fields``: the put time, as a Lua
+        expression (the script adds it only when the trigger gave one)."""
+        return f"'{_PUT}', {put}"
+
     @classmethod
     def from_stream(cls, stream_id: bytes | str, values: Mapping[bytes, bytes]) -> QueueEntry:
         """An entry as XRANGE returns it: its id and its fields."""
         size = int(values.get(_B_SIZE, b"-1"))
         origin = values.get(_B_ORIGIN, b"notification").decode()
+        put = values.get(_B_PUT)
         if origin not in _ORIGINS:
             raise ValueError(f"queue entry {stream_id!r} has an unknown origin {origin!r}")
         return cls(
@@ -94,6 +108,7 @@ class QueueEntry:
             received_ms=int(values.get(_B_RECEIVED, b"0")),
             origin=cast(Origin, origin),  # checked above
             stream_id=stream_id.decode() if isinstance(stream_id, bytes) else stream_id,
+            put_ms=None if put is None else int(put),
         )
 
     @classmethod
@@ -212,12 +227,20 @@ class LoadTask:
     """The Spark partition (task) that loads it; 0 until the job plans the batch."""
     append: str = ""
     """For a streaming channel's append, its RowAppend as JSON ('' for a file)."""
+    put_ms: int | None = None
+    """The queue entry's ``put_ms``: when the object was put, if its notification said."""
 
     @classmethod
     def queued(cls, pipe_id: str, entry: QueueEntry) -> LoadTask:
         """The task of a queue entry read from the stream (so it has its id)."""
         assert entry.stream_id is not None, "an entry read from its stream has an id"
-        return cls(pipe_id, entry.path, entry.size, entry.received_ms, entry.stream_id)
+        return cls(pipe_id, entry.path, entry.size, entry.received_ms, entry.stream_id, put_ms=entry.put_ms)
+
+    @property
+    def since_ms(self) -> int:
+        """Where the file's put→queryable latency starts: its S3 event time when known, else when
+        Floe received it (the insertFiles call, the notification's arrival, an append)."""
+        return self.received_ms if self.put_ms is None else self.put_ms
 
     @classmethod
     def appended(cls, pipe_id: str, append: RowAppend) -> LoadTask:
@@ -236,13 +259,30 @@ class LoadTask:
         """The same task, planned into Spark partition ``part``."""
         return replace(self, part=part)
 
-    def source_row(self) -> tuple[str, str, int | None, int, str, str]:
+    def source_row(self) -> tuple[str, str, int | None, int, str, str, int | None]:
         """The streaming source's row (``SOURCE_SCHEMA``)."""
-        return (self.pipe_id, self.path, self.size, self.received_ms, self.stream_id, self.append)
+        return (
+            self.pipe_id,
+            self.path,
+            self.size,
+            self.received_ms,
+            self.stream_id,
+            self.append,
+            self.put_ms,
+        )
 
-    def task_row(self) -> tuple[str, str, int | None, int, str, int, str]:
+    def task_row(self) -> tuple[str, str, int | None, int, str, int, str, int | None]:
         """The mapInArrow input row (``TASK_SCHEMA``)."""
-        return (self.pipe_id, self.path, self.size, self.received_ms, self.stream_id, self.part, self.append)
+        return (
+            self.pipe_id,
+            self.path,
+            self.size,
+            self.received_ms,
+            self.stream_id,
+            self.part,
+            self.append,
+            self.put_ms,
+        )
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> LoadTask:

@@ -17,29 +17,55 @@ from types import FrameType
 from floe.settings import FaultSettings, Settings
 
 # Carried into every log line of the current task so a file can be followed across components.
-log_context: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+log_context: contextvars.ContextVar[dict[str, object] | None] = contextvars.ContextVar(
     "log_context", default=None
 )
 
+LOG_FIELDS = (
+    "pipe",
+    "file",
+    "batch",
+    "step",
+    "source",
+    "status",
+    "rows",
+    "request_id",
+    "blobs_total",
+    "blobs_scanned",
+)
+"""The ``extra=`` keys a log line carries. A file's journey is the lines with its ``pipe`` and
+``file`` (the path relative to the pipe's stage, as COPY_HISTORY's FILE_NAME shows it); ``step`` says
+which step of it a line is (enqueued, picked, loaded, committed) and ``batch`` the micro-batch id,
+from the step that picks the file on. A whitelist, not every extra: libraries pass their own
+(uvicorn's ``color_message``), which would only add noise."""
+
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line with pipe, file and request_id when known."""
+    """One JSON object per line: time, level, logger, the process (``process``, as
+    ``setup_logging`` names it), the message and the LOG_FIELDS that are known."""
+
+    def __init__(self, process: str | None = None) -> None:
+        super().__init__()
+        self.process = process
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
             "ts": round(record.created, 3),
             "level": record.levelname,
             "logger": record.name,
-            "msg": record.getMessage(),
         }
+        if self.process is not None:
+            entry["process"] = self.process
+        entry["msg"] = record.getMessage()
         entry.update(log_context.get() or {})
-        for key in ("pipe", "file", "request_id", "batch", "blobs_total", "blobs_scanned"):
+        for key in LOG_FIELDS:
             value = getattr(record, key, None)
             if value is not None:
                 entry[key] = value
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+        # UTF-8 as it is, so a grep for a file name with accents finds it.
+        return json.dumps(entry, default=str, ensure_ascii=False)
 
 
 OWNER_ONLY_UMASK = 0o077
@@ -77,7 +103,7 @@ def private_dir(path: str | Path) -> Path:
 def setup_logging(settings: Settings, component: str) -> logging.Logger:
     """Configure the root logger for a process; returns the component's logger."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    handler.setFormatter(JsonFormatter(component))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level.upper())

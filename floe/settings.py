@@ -144,6 +144,36 @@ class ApiSettings(_Section):
         return self
 
 
+class ConsoleSettings(_Section):
+    """The web console the API serves at /console (services/console)."""
+
+    code_ttl_s: int = Field(default=60, gt=0)
+    """How long the one-time sign-in link `floe console` prints stays valid (it works once)."""
+    session_ttl_s: int = Field(default=8 * 3600, gt=0)
+    """How long a console session lasts after sign-in; then `floe console` again."""
+    refresh_s: float = Field(default=1.0, gt=0)
+    """How often an open page refreshes its data; a page whose statements take longer waits four
+    times their duration instead, so a viewer never keeps more than a fifth of a thread busy."""
+    sparkline_refresh_s: float = Field(default=10.0, gt=0)
+    """How often the pipes page recomputes its per-minute sparklines from COPY_HISTORY (a read of
+    the table's load history of the last day), at most; the state and queue refresh every page."""
+    max_pipes: int = Field(default=50, gt=0)
+    """Pipes the pipes page shows, the newest first (each costs a SYSTEM$PIPE_STATUS every second);
+    `floe status --like` or SQL reaches the others."""
+    sparkline_budget_s: float = Field(default=1.0, gt=0)
+    """Seconds one pipes-page request may spend computing sparklines; the tables past it show the
+    ones computed before, or "computing", until a later poll reaches them."""
+    history_rows: int = Field(default=200, gt=0)
+    """Files a pipe's history page lists at most (the newest first), after its search and filter."""
+    sample_rows: int = Field(default=10, gt=0)
+    """Rows the tables page shows of the table picked."""
+    sql_rows: int = Field(default=500, gt=0)
+    """Rows the SQL box shows of a result (all are counted)."""
+    public_url: str = ""
+    """Base URL browsers reach the API at (behind a proxy, say), for the link `floe console`
+    prints; empty: the address the CLI reaches the API at."""
+
+
 class QuerySettings(_Section):
     """Limits of one SQL query in the API's query engine (a sandboxed DuckDB)."""
 
@@ -178,6 +208,9 @@ class ConsumerSettings(_Section):
     """Long-poll wait of one ReceiveMessage call."""
     concurrency: int = 4
     """Concurrent ReceiveMessage loops inside one consumer process."""
+    metrics_port: int = Field(default=9401, ge=0, le=65535)
+    """Port of the consumer's Prometheus metrics, on ``api.host``; 0 serves none. Several consumers
+    on one host each need their own (FLOE_CONSUMER__METRICS_PORT per process)."""
 
 
 class BackfillSettings(_Section):
@@ -255,6 +288,11 @@ class PipelineSettings(_Section):
     VALIDATE_PIPE_LOAD; the file's error count in COPY_HISTORY counts them all."""
     duckdb_memory_limit: str = "1GB"
     """DuckDB memory_limit of each transform connection on the workers."""
+    metrics_port: int = Field(default=9402, ge=0, le=65535)
+    """Port of the Spark job driver's Prometheus metrics, on ``api.host``; 0 serves none."""
+    heartbeat_s: float = Field(default=5.0, gt=0)
+    """How often the job writes its heartbeat to Redis while its streaming query runs; the API's
+    /readyz counts the job gone after three intervals without one."""
 
 
 class StageSettings(_Section):
@@ -440,6 +478,8 @@ class Settings(BaseSettings):
     """Metadata store."""
     api: ApiSettings = ApiSettings()
     """REST API."""
+    console: ConsoleSettings = ConsoleSettings()
+    """Web console."""
     query: QuerySettings = QuerySettings()
     """Query limits."""
     consumer: ConsumerSettings = ConsumerSettings()

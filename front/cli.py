@@ -28,6 +28,7 @@ from floe.errors import FloeError
 from floe.runtime import private_dir, private_files
 from floe.settings import Settings
 from front.client import SqlFailed, auth_header, stream_sql
+from front.progress import SqlProgress
 from front.transfer import Caller, Outcome, get, put
 
 app = typer.Typer(
@@ -113,18 +114,24 @@ class _Json(_Output):
         sys.stdout.flush()
 
 
-def _print(answer: Iterable[dict[str, Any]], as_json: bool, profile: bool) -> None:
-    """Print a streamed answer (``stream_sql``) page by page. A failure (SqlFailed) leaves what came
-    printed; a --json array then stays open, so a cut result never parses as a whole one."""
+def _print(
+    answer: Iterable[dict[str, Any]], as_json: bool, profile: bool, progress: SqlProgress | None = None
+) -> None:
+    """Print a streamed answer (``stream_sql``) page by page, counting its rows on ``progress``. A
+    failure (SqlFailed) leaves what came printed; a --json array then stays open, so a cut result
+    never parses as a whole one."""
     out: _Output | None = None
     try:
         for item in answer:
-            if out is None:
-                out = (_Json if as_json else _Tables)(item["columns"], profile)
-            elif "success" in item:
-                out.end(item.get("stats") or {})
-            else:
-                out.page(item["rows"])
+            if progress is not None and out is not None and "success" not in item:
+                progress.received(len(item["rows"]))
+            with progress.paused() if progress is not None else contextlib.nullcontext():
+                if out is None:
+                    out = (_Json if as_json else _Tables)(item["columns"], profile)
+                elif "success" in item:
+                    out.end(item.get("stats") or {})
+                else:
+                    out.page(item["rows"])
     except SqlFailed:
         if out is not None:
             out.cut()
@@ -246,11 +253,15 @@ def sql(
         _run_transfer(transfer, Caller(settings, user, private_key_file, role), as_json)
         return
     # Closed however printing ends, so the API stops the query of an answer left unread.
-    with contextlib.closing(
-        stream_sql(settings, statement, user=user, key_file=private_key_file, role=role)
-    ) as answer:
+    # On a terminal, a spinner on stderr while the statement runs, then the rows received so far.
+    with (
+        contextlib.closing(
+            stream_sql(settings, statement, user=user, key_file=private_key_file, role=role)
+        ) as answer,
+        SqlProgress(err, statement) as progress,
+    ):
         try:
-            _print(answer, as_json, profile)
+            _print(answer, as_json, profile, progress)
         except SqlFailed as exc:
             err.print(f"[red]{escape(str(exc))}[/red]")
             raise typer.Exit(1) from None
@@ -313,6 +324,8 @@ def _run_transfer(statement: PutFiles | GetFiles, caller: Caller, as_json: bool)
         TimeRemainingColumn(),
         console=err,
         transient=True,
+        # Off a terminal, rich would still end with a blank line on stderr; scripts get nothing.
+        disable=not err.is_terminal,
     )
     try:
         with progress:
@@ -495,6 +508,24 @@ def token(
     typer.echo(header["Authorization"].removeprefix("Bearer "))
 
 
+@app.command("console")
+def console_link(user: _User = None, private_key_file: _KeyFile = None, role: _Role = None) -> None:
+    """Print a one-time link that signs a browser in to the web console (/console on the API) as
+    the admin, or as --user with --private-key-file (and --role). Open it within a minute; it
+    works once. The console then shows and does what that user may."""
+    from front.console import run_console
+
+    if user is not None and private_key_file is None:
+        err.print("[red]--user needs --private-key-file (the PEM key registered for that user)[/red]")
+        raise typer.Exit(2)
+    link, note = run_console(Settings(), user, private_key_file, role)
+    if link is None:
+        err.print(f"[red]{escape(note)}[/red]")
+        raise typer.Exit(1)
+    typer.echo(link)
+    err.print(note, style="dim")
+
+
 def _process_settings() -> Settings:
     """Settings of a long-running Floe process, whose state directory is made owner-only (0700)."""
     settings = Settings()
@@ -535,6 +566,57 @@ def demo(
     from front.demo import run_demo
 
     raise typer.Exit(run_demo(Settings(), follow=follow, timeout=timeout))
+
+
+@app.command()
+def status(
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help='Print one JSON object instead: {"taken", "api": {"url", "reachable", "ready", '
+            '"detail"}, "pipes": [{"name", "state", "pending", "oldest_pending", "last_ingested", '
+            '"loaded_last_hour", "rows_last_hour", "failed_last_hour", "per_minute", "last_error", '
+            '"unavailable"}], "error"}; with --watch, one such line per refresh.',
+        ),
+    ] = False,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Refresh every --interval seconds until Ctrl-C.")
+    ] = False,
+    interval: Annotated[float, typer.Option(min=0.5, help="Seconds between refreshes with --watch.")] = 2.0,
+    like: Annotated[
+        str | None, typer.Option(help="Only the pipes whose name matches, as SHOW PIPES LIKE '<pattern>'.")
+    ] = None,
+    user: _User = None,
+    private_key_file: _KeyFile = None,
+    role: _Role = None,
+) -> None:
+    """Show the pipes' state, like the web console's front page: per pipe its executionState,
+    pending files (and the oldest one's age), files and rows loaded in the last hour with a
+    files-per-minute sparkline, failed files, the last load and the last error (the pipe's own,
+    or its last file error with line and column). Above the table, whether the API answers.
+
+    Everything comes through the SQL endpoint as the user (SHOW PIPES, SYSTEM$PIPE_STATUS,
+    COPY_HISTORY), so it shows the pipes the user's roles may see; a figure the user may not read
+    is left out, saying why. Exit code 1 when the pipes could not be listed (the API unreachable).
+    `make status` shows the local processes instead.
+    """
+    from front.status import status_command
+
+    if user is not None and private_key_file is None:
+        err.print("[red]--user needs --private-key-file (the PEM key registered for that user)[/red]")
+        raise typer.Exit(2)
+    code = status_command(
+        Settings(),
+        as_json=as_json,
+        watch=watch,
+        interval=interval,
+        like=like,
+        user=user,
+        key_file=private_key_file,
+        role=role,
+    )
+    raise typer.Exit(code)
 
 
 def main() -> None:

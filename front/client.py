@@ -92,7 +92,7 @@ def _request(
 
 
 @contextlib.contextmanager
-def _reaching(url: str) -> Iterator[None]:
+def reaching(url: str) -> Iterator[None]:
     """httpx's transport errors as SqlFailed, saying what to check."""
     try:
         yield
@@ -121,7 +121,7 @@ def _refusal(status: int, body: dict[str, Any]) -> SqlFailed:
     return _failure(status, f"{body.get('code', status)} ({body.get('sqlState', '')}): {body.get('message')}")
 
 
-def _json_answer(resp: httpx.Response) -> dict[str, Any]:
+def json_answer(resp: httpx.Response) -> dict[str, Any]:
     """A JSON answer's body; SqlFailed if it is an error, or not JSON."""
     try:
         body = resp.json()
@@ -146,9 +146,9 @@ def run_sql(
     """POST a statement (or several, separated by ';') to the API as ``user`` (the admin by default),
     acting as ``role`` (the user's default role if None); the JSON answer or SqlFailed."""
     url, options = _request(settings, statement, user, key_file, role)
-    with _reaching(url):
+    with reaching(url):
         resp = httpx.post(url, timeout=timeout, **options)
-    return _json_answer(resp)
+    return json_answer(resp)
 
 
 def stream_sql(
@@ -165,11 +165,11 @@ def stream_sql(
     "stats": {...}}``. A statement refused before its first line, a failure trailer, or an answer cut
     short raise SqlFailed (after the pages that came). ``timeout`` bounds each wait for a line."""
     url, options = _request(settings, statement, user, key_file, role, stream=True)
-    with _reaching(url), httpx.stream("POST", url, timeout=timeout, **options) as resp:
+    with reaching(url), httpx.stream("POST", url, timeout=timeout, **options) as resp:
         if not resp.headers.get("content-type", "").startswith(NDJSON):
             # An error answered before the first line (or an API that does not stream): one JSON body.
             resp.read()
-            body = _json_answer(resp)
+            body = json_answer(resp)
             yield {"columns": body["columns"]}
             yield {"rows": body["rows"]}
             yield {"success": True, "rows": len(body["rows"]), "stats": body.get("stats") or {}}
@@ -238,13 +238,13 @@ def list_stage(
     """The files on an internal stage location (``@s/path``, ``@%t``) that GET would download:
     each with name, path (in the stage), size, md5 and last_modified."""
     url = f"{api_base_url(settings)}{STAGE_ROUTES}/list"
-    with _reaching(url), _stage_client(settings, timeout) as http:
+    with reaching(url), _stage_client(settings, timeout) as http:
         resp = http.get(
             f"{STAGE_ROUTES}/list",
             params=_stage_params(location, role, pattern=pattern),
             headers=auth_header(settings, user, key_file),
         )
-    return list(_json_answer(resp)["files"])
+    return list(json_answer(resp)["files"])
 
 
 def upload_file(
@@ -263,14 +263,14 @@ def upload_file(
     ``name`` on an internal stage location; the answer: status UPLOADED or SKIPPED, and for an
     upload the stored size and md5."""
     url = f"{api_base_url(settings)}{UPLOAD_ROUTE}"
-    with _reaching(url), _stage_client(settings, timeout) as http:
+    with reaching(url), _stage_client(settings, timeout) as http:
         resp = http.put(
             UPLOAD_ROUTE,
             params=_stage_params(location, role, name=name, overwrite="true" if overwrite else "false"),
             headers={**auth_header(settings, user, key_file), "Content-Type": "application/octet-stream"},
             content=content,
         )
-    return _json_answer(resp)
+    return json_answer(resp)
 
 
 def download_file(
@@ -290,7 +290,7 @@ def download_file(
     url = f"{api_base_url(settings)}{UPLOAD_ROUTE}"
     written = 0
     with (
-        _reaching(url),
+        reaching(url),
         _stage_client(settings, timeout) as http,
         http.stream(
             "GET",
@@ -301,7 +301,7 @@ def download_file(
     ):
         if resp.status_code != 200:
             resp.read()
-            _json_answer(resp)
+            json_answer(resp)
         for piece in resp.iter_bytes(1 << 20):
             into.write(piece)
             written += len(piece)

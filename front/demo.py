@@ -174,6 +174,21 @@ def stream_demo(settings: Settings) -> None:
     )
 
 
+def print_console_link(settings: Settings) -> str | None:
+    """Print a one-time sign-in link to the web console (as the admin, as `floe console` does);
+    the link, or None when the API gave none."""
+    from front.console import run_console
+
+    link, note = run_console(settings, None, None, None)
+    if link is None:
+        console.print(f"[yellow]no web console link: {escape(note)}[/]")
+        return None
+    console.print("\n[bold]Web console[/]: open this link to watch the pipe, its files and the tables:")
+    console.print(link, soft_wrap=True, markup=False, highlight=False)
+    console.print(f"[dim]{escape(note)} Run `.venv/bin/floe console` for a new one.[/]")
+    return link
+
+
 def run_demo(settings: Settings, follow: bool = True, timeout: float = 180.0) -> int:
     """Run the demo; returns the process exit code."""
     try:
@@ -239,6 +254,7 @@ def _run(settings: Settings, service_url: str, follow: bool, timeout: float) -> 
             ),
             "SELECT city, sentiment(...) FROM trips: an external function in a query",
         )
+        print_console_link(settings)
         if not follow:
             return 0
         console.print(

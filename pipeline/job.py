@@ -34,10 +34,12 @@ from floe.catalog import (
 )
 from floe.catalog.locations import refusal
 from floe.catalog.pipe_state import pipe_stopped
+from floe.heartbeat import PIPELINE, Heartbeat
 from floe.history import FileState
-from floe.keys import Keys, RedisClient
+from floe.keys import REDIS_ERRORS, Keys, RedisClient
+from floe.metrics import CommittedFile, PipelineMetrics, serve
 from floe.records import TASK_SCHEMA, WIRE_DDL, LoadTask, PipeResults, decode_results
-from floe.runtime import Faults, Readiness, Shutdown, setup_logging
+from floe.runtime import Faults, Readiness, Shutdown, log_context, setup_logging
 from floe.settings import Settings
 from pipeline.loader import BatchContext, external_entry, process_partition
 from pipeline.registrar import ChannelRegistrar, ChannelSettle, Outcome, PipeCommit, Registrar
@@ -45,6 +47,9 @@ from pipeline.session import spark_session
 from pipeline.source import FloeFileSource
 
 log = logging.getLogger("floe.pipeline")
+
+HEARTBEAT_TIMEOUT_S = 5.0
+"""Socket timeouts of the heartbeat's Redis client."""
 
 
 def external_functions(catalog: Catalog, pipe: Pipe) -> tuple[dict[str, str], str | None]:
@@ -82,8 +87,11 @@ def stored_states(client: RedisClient, keys: Keys, files: list[tuple[str, str]])
 class BatchProcessor:
     """The foreachBatch function, with its Redis handles."""
 
-    def __init__(self, settings: Settings, spark: SparkSession) -> None:
+    def __init__(
+        self, settings: Settings, spark: SparkSession, metrics: PipelineMetrics | None = None
+    ) -> None:
         self.settings = settings
+        self.metrics = metrics or PipelineMetrics.create()
         self.spark = spark
         self.redis = settings.redis.client()
         self.keys = Keys(settings.redis.prefix)
@@ -104,6 +112,17 @@ class BatchProcessor:
         return self._query_id
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
+        # Every line the driver logs for this micro-batch carries its id.
+        token = log_context.set({**(log_context.get() or {}), "batch": batch_id})
+        try:
+            self._batch(df, batch_id)
+        except REDIS_ERRORS:
+            self.metrics.redis_errors.inc("batch")  # the batch fails; the next query replays it
+            raise
+        finally:
+            log_context.reset(token)
+
+    def _batch(self, df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         qid = self.query_id()
         queued = [LoadTask.from_row(r.asDict()) for r in df.collect()]
@@ -116,6 +135,8 @@ class BatchProcessor:
         refused: dict[str, str] = {}
         functions: dict[str, dict[str, str]] = {}
         todo: list[LoadTask] = []
+        names: dict[str, str] = {}
+        """pipe id -> name, for the pipes of staged files (a streaming pipe's appends are no files)."""
         for pipe_id, files in by_pipe.items():
             if self.registrar.committed(pipe_id, qid, batch_id):
                 log.info("batch %d already committed for pipe %s: replay skipped", batch_id, pipe_id)
@@ -129,6 +150,8 @@ class BatchProcessor:
                 log.warning("the table of pipe %s is gone; dropping %d appends", pipe_id, len(files))
                 continue
             pipes[pipe_id] = pipe.model_dump_json()
+            if pipe.source != "streaming":
+                names[pipe_id] = pipe.name
             if stopped is not None:
                 # Stopped after this batch was planned (the source holds a stopped pipe back): the
                 # files fail unread, saying why, so none is left queued with no load to end it.
@@ -147,6 +170,13 @@ class BatchProcessor:
             todo.extend(files)
         if not todo:
             return
+        for t in todo:  # the journey's ``picked`` step
+            if t.pipe_id in names:
+                log.info(
+                    "picked by micro-batch %d",
+                    batch_id,
+                    extra={"pipe": names[t.pipe_id], "file": t.path, "step": "picked"},
+                )
         n = max(1, min(self.settings.pipeline.partitions, len(todo)))
         todo.sort(key=lambda t: (t.pipe_id, t.path))
         tasks = [t.in_part(_part(t, i, n)) for i, t in enumerate(todo)]
@@ -170,6 +200,7 @@ class BatchProcessor:
         self._commit(results, by_pipe, qid, batch_id)
         self.faults.hit("pipeline.after_commit")
         self.batches += 1
+        self.metrics.loads.batch(time.monotonic() - started, len(todo))
         log.info(
             "batch %d: %d files, %d pipes in %.2f s (%.2f s reading the queue, %.2f s loading, "
             "%.2f s committing)",
@@ -188,12 +219,17 @@ class BatchProcessor:
     ) -> None:
         now = now_ms()
         received = {(t.pipe_id, t.path): t.received_ms for tasks in by_pipe.values() for t in tasks}
+        since = {(t.pipe_id, t.path): t.since_ms for tasks in by_pipe.values() for t in tasks}
         pipes = {pipe_id: self.catalog.pipe_by_id(pipe_id) for pipe_id in by_pipe}
         returned = decode_results(r.asDict() for r in results)
         streaming = {pipe_id for pipe_id, p in pipes.items() if p is not None and p.source == "streaming"}
         for pipe_id in streaming & set(returned):
             self._settle(pipe_id, returned.pop(pipe_id), by_pipe[pipe_id], qid, batch_id, now)
-        commits = {pipe_id: PipeCommit(pipe_id, blobs=res.blobs) for pipe_id, res in returned.items()}
+        named = {pipe_id: p.name for pipe_id, p in pipes.items() if p is not None}
+        commits = {
+            pipe_id: PipeCommit(pipe_id, blobs=res.blobs, pipe_name=named.get(pipe_id, ""))
+            for pipe_id, res in returned.items()
+        }
         files = [(pipe_id, result) for pipe_id, res in returned.items() for result in res.outcomes]
         olds = stored_states(self.redis, self.keys, [(pipe_id, o.path) for pipe_id, o in files])
         for (pipe_id, result), old in zip(files, olds, strict=True):
@@ -207,12 +243,12 @@ class BatchProcessor:
                     received_ms=received[(pipe_id, result.path)],
                 )
             )
+            # The registrar logs each file as it commits it (a failure at WARNING, with its error).
             commits[pipe_id].files.append((result.apply_to(state, now), result.stream_id))
-            extra = {"pipe": pipe.name if pipe else pipe_id, "file": result.path, "batch": batch_id}
-            if result.status == "LOAD_FAILED":
-                log.warning("load failed: %s", result.first_error, extra=extra)
         for c in commits.values():
             outcome = self.registrar.commit(c, qid, batch_id, now)
+            if outcome is Outcome.COMMITTED:
+                self._count(c, pipes.get(c.pipe_id), since, now)
             if outcome is Outcome.REPLAYED:
                 log.info("pipe %s batch %d was committed by an earlier attempt", c.pipe_id, batch_id)
             elif outcome is Outcome.RETIRED:
@@ -231,7 +267,27 @@ class BatchProcessor:
             )
         elif settled.fenced_blobs:
             self._delete_blobs(settled.fenced_blobs, batch_id, "their channels were reopened or dropped")
+        if settled.outcome is Outcome.COMMITTED:
+            pipe = self.catalog.pipe_by_id(pipe_id)
+            fenced = set(settled.fenced_blobs)
+            for c in settles:  # a fenced writer's rows were not committed
+                if not any(b["name"] in fenced for b in c.blobs):
+                    name = pipe.name if pipe else pipe_id
+                    self.metrics.loads.settled(name, c.channel, c.rows_inserted, c.latency_ms / 1000)
         self.faults.hit("pipeline.between_commits")
+
+    def _count(self, c: PipeCommit, pipe: Pipe | None, since: dict[tuple[str, str], int], now: int) -> None:
+        """The metrics of a pipe's commit that happened (not a replay, not a retired pipe's)."""
+        files = [
+            CommittedFile(
+                state.status,
+                state.rows_loaded,
+                state.size,
+                (now - since.get((c.pipe_id, state.path), now)) / 1000,
+            )
+            for state, _ in c.files
+        ]
+        self.metrics.loads.committed(pipe.name if pipe else c.pipe_id, files)
 
     def _discard(self, c: PipeCommit, batch_id: int) -> None:
         """Delete the blobs of a commit the registrar refused: no manifest will ever name them.
@@ -279,6 +335,25 @@ def run(settings: Settings) -> None:
     spark = spark_session(settings, "floe-pipeline")
     spark.dataSource.register(FloeFileSource)
     processor = BatchProcessor(settings, spark)
+    serve(
+        processor.metrics.registry,
+        settings.api.host,
+        p.metrics_port,
+        "pipeline",
+        "FLOE_PIPELINE__METRICS_PORT",
+    )
+    # The API's /readyz counts the job alive while this beats (floe/heartbeat.py); its own client,
+    # with timeouts, so a Redis that hangs delays only the beats.
+    heartbeat = Heartbeat(
+        settings.redis.client(socket_timeout=HEARTBEAT_TIMEOUT_S, socket_connect_timeout=HEARTBEAT_TIMEOUT_S),
+        processor.keys,
+        PIPELINE,
+        p.heartbeat_s,
+        now_ms,
+        processor.metrics.redis_errors.inc,
+    )
+    query: Any = None
+    heartbeat.start(lambda: query is not None and bool(query.isActive))
     # Alongside the query's start, which starts the source's own Python process: the two overlap,
     # and the first micro-batch's tasks queue behind the warm-up's if a file is that quick.
     threading.Thread(target=_warm_up, args=(spark, p.partitions), name="floe-warm-up", daemon=True).start()
@@ -304,6 +379,7 @@ def run(settings: Settings) -> None:
                 .start()
             )
             ready.set()
+            heartbeat.beat()
             log.info("streaming query %s started (checkpoint %s)", query.id, p.checkpoint_dir)
             failure: BaseException | None = None
             while query.isActive and not shutdown.requested:
@@ -324,6 +400,7 @@ def run(settings: Settings) -> None:
             time.sleep(2)
     finally:
         ready.clear()
+        heartbeat.stop()
         draining.unlink(missing_ok=True)
         spark.stop()
         log.info("pipeline stopped after %d batches", processor.batches)

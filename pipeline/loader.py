@@ -446,7 +446,7 @@ def stream_file(
     path = task.path
     key = pipe.object_key(path)
     location = f"{pipe.bucket}/{key}"
-    extra = {"pipe": pipe.name, "file": path}
+    extra: dict[str, object] = {"pipe": pipe.name, "file": path, "batch": ctx.batch_id}
     blobs: list[BlobMeta] = []
     compiled: CompiledCopy | None = None
     started = time.monotonic()
@@ -507,7 +507,7 @@ def stream_file(
         outcome.rows_loaded,
         outcome.status,
         time.monotonic() - started,
-        extra=extra,
+        extra={**extra, "step": "loaded", "status": outcome.status, "rows": outcome.rows_loaded},
     )
     return blobs, outcome
 
@@ -738,11 +738,15 @@ def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> I
         fetches = _prefetched(w, pipe, ordered)
         # The table as this task knows it: a file may evolve it, and later files load into that.
         evolving = TaskTable(table) if evolvable(pipe, table) else None
+        whole: list[tuple[LoadOutcome, bool]] = []
+        """Each file read whole: its outcome and whether its rows are in the task's blob
+        (stream_file logs the streamed ones itself)."""
         for index, task in enumerate(ordered):
             with clock.waiting():
                 fetched = next(fetches)
             if evolving is not None:
                 table = evolving.table
+            streaming = isinstance(fetched, Streamed)
             if isinstance(fetched, Streamed):
                 data = None
                 streamed, outcome = stream_file(
@@ -759,7 +763,7 @@ def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> I
                         )
                 except PartTooLarge:
                     # Small stored, too large inflated to hold whole: stream the bytes already here.
-                    data = None
+                    data, streaming = None, True
                     streamed, outcome = stream_file(
                         w, ctx, pipe, table, task, index, len(fetched), fetched, evolving=evolving
                     )
@@ -768,6 +772,9 @@ def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> I
             if data is not None:
                 pieces.append(data)
                 loaded.append(task.path)
+            if not streaming:
+                whole.append((outcome, data is not None))
+        name = ""
         if pieces:
             with clock.writing():
                 name = blob_name(pipe, table, ctx.query_id, ctx.batch_id, part)
@@ -789,7 +796,30 @@ def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> I
             clock.write,
             extra={"pipe": pipe.name, "batch": ctx.batch_id},
         )
+        _log_files(ctx, pipe, whole, name)
         yield encode_results(pipe_id, out)
+
+
+def _log_files(ctx: BatchContext, pipe: Pipe, whole: list[tuple[LoadOutcome, bool]], blob: str) -> None:
+    """One line per file a task read whole, once its blob is written: the journey's ``loaded`` step
+    (the worker's stderr, which Spark copies into the job's log in local mode, and into the
+    executor's stderr in its work directory on a standalone cluster)."""
+    for outcome, in_blob in whole:
+        log.info(
+            "read and transformed: %s, %d of %d rows%s",
+            outcome.status,
+            outcome.rows_loaded,
+            outcome.rows_parsed,
+            f", written to blob {blob}" if in_blob else "",
+            extra={
+                "pipe": pipe.name,
+                "file": outcome.path,
+                "batch": ctx.batch_id,
+                "step": "loaded",
+                "status": outcome.status,
+                "rows": outcome.rows_loaded,
+            },
+        )
 
 
 class _TaskClock:

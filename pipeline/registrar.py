@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from floe.history import FileState, errors_json
 from floe.keys import Keys, RedisClient, one_slot
+
+log = logging.getLogger("floe.pipeline.registrar")
 
 # KEYS: 1 marker, 2 blobs hash, 3 status hash, 4 events stream, 5 queue stream, 6 retired flag, then
 # one file key per file, then one errors key per file (in the same order).
@@ -85,6 +88,8 @@ class PipeCommit:
     blobs: list[dict[str, Any]] = field(default_factory=list)
     files: list[tuple[FileState, str]] = field(default_factory=list)
     """(new state, queue stream id) per file."""
+    pipe_name: str = ""
+    """For the logs (the pipe id when empty)."""
 
 
 class Outcome(enum.Enum):
@@ -132,7 +137,28 @@ class Registrar:
             args += [state.path, state.model_dump_json(), sid, errors_json(state.errors), kind, message]
         keys += [k.file_errors(c.pipe_id, state.path) for state, _ in c.files]
         one_slot(keys, "commit script")
-        return Outcome(int(cast(int, self._script(keys=keys, args=args))))
+        outcome = Outcome(int(cast(int, self._script(keys=keys, args=args))))
+        if outcome is Outcome.COMMITTED:
+            _log_commit(c, batch_id)
+        return outcome
+
+
+def _log_commit(c: PipeCommit, batch_id: int) -> None:
+    """The journey's last step, one line per file: its load is in the table and in the load history
+    (a failure at WARNING, with its first error)."""
+    for state, _ in c.files:
+        extra = {
+            "pipe": c.pipe_name or c.pipe_id,
+            "file": state.path,
+            "batch": batch_id,
+            "step": "committed",
+            "status": state.status,
+            "rows": state.rows_loaded,
+        }
+        if state.status == "LOAD_FAILED":
+            log.warning("load failed: %s", state.first_error, extra=extra)
+        else:
+            log.info("committed: %s, %s rows", state.status, state.rows_loaded, extra=extra)
 
 
 # ------------------------------------------------------------------------------------------------

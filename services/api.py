@@ -1,8 +1,8 @@
 """The HTTP API: the Snowpipe REST endpoints, the SQL endpoint used by `floe sql`, health, metrics.
 
-Every endpoint but /health, /metrics and the OpenAPI docs needs a key-pair JWT. The ``Gate``
-middleware checks it before a byte of the body is read, then reads the body under a size and a
-time limit; routes find the caller in ``request.state.identity``. At start-up the app makes sure
+Every endpoint but /health, /healthz, /readyz, /metrics and the OpenAPI docs needs a key-pair JWT.
+The ``Gate`` middleware checks it before a byte of the body is read, then reads the body under a size
+and a time limit; routes find the caller in ``request.state.identity``. At start-up the app makes sure
 the admin user exists with the key in ``auth.admin_key_file`` (creating the key on first start),
 which is the key `floe sql` signs with.
 """
@@ -29,8 +29,9 @@ from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from floe.catalog import ADMIN_ROLE, Catalog, User, now_ms
@@ -38,6 +39,7 @@ from floe.catalog.ddl import Defaults
 from floe.errors import AuthenticationFailed
 from floe.keypair import create_private_file, ensure_key_file, public_key_body
 from floe.keys import REDIS_ERRORS, Keys, RedisClient
+from floe.metrics import ApiMetrics, ApiProcessMetrics, QueueCollector, RedisErrors
 from floe.runtime import log_context
 from floe.settings import Settings
 from services.answers import ErrorAnswer, RestError, Throttled, answer_for, is_rest
@@ -49,7 +51,9 @@ from services.auth import (
     RejectedToken,
     ScopedTokens,
 )
+from services.console import console_router, is_console_path
 from services.dedup import Deduper
+from services.health import HEALTHZ, READYZ, ReadyChecks, health_router
 from services.query import Result, RowSink
 from services.snowpipe import SnowpipeService, caller_of, router
 from services.sql import SqlExecutor
@@ -63,7 +67,9 @@ log = logging.getLogger("floe.api")
 ADMISSION_ERRORS: tuple[type[Exception], ...] = (AuthenticationFailed, Throttled, *REDIS_ERRORS)
 """What admitting a request can raise that has an answer of its own (401, 429, 503)."""
 
-PUBLIC_PATHS = frozenset({"/health", "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+PUBLIC_PATHS = frozenset(
+    {"/health", HEALTHZ, READYZ, "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
+)
 """Paths served without a token (and without a body)."""
 MAX_HEAD_BYTES = 32 * 1024
 """Largest request line plus headers uvicorn's httptools parser is fed; a JWT is under 1 KiB."""
@@ -92,10 +98,10 @@ class RequestContext:
     re-streams its response, which cost more than a whole insertFiles call's own work.
     """
 
-    def __init__(self, app: ASGIApp, requests: Counter, latency: Histogram) -> None:
+    def __init__(self, app: ASGIApp, metrics: ApiMetrics, redis_errors: RedisErrors) -> None:
         self.app = app
-        self.requests = requests
-        self.latency = latency
+        self.metrics = metrics
+        self.redis_errors = redis_errors
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -117,9 +123,21 @@ class RequestContext:
             await self.app(scope, receive, sending)
         finally:
             log_context.reset(token)
-            path = getattr(scope.get("route"), "path", "unmatched")
-            self.requests.labels(path, str(status)).inc()
-            self.latency.labels(path).observe(time.perf_counter() - started)
+            path = getattr(scope.get("route"), "path", None) or route_template(scope)
+            self.metrics.observe(path, scope.get("method", "?"), status, time.perf_counter() - started)
+            # Within the app only an unavailable metadata store answers 503 (services/answers.py);
+            # /readyz counts its own.
+            if status == 503 and path != READYZ:
+                self.redis_errors.inc("request")
+
+
+def route_template(scope: Scope) -> str:
+    """The template of the route a request's path names, for a request answered before routing
+    (the gate's refusals): the metrics label it by route like the others, never by its raw path."""
+    for route in getattr(getattr(scope.get("app"), "router", None), "routes", ()):
+        if route.matches(scope)[0] is not Match.NONE:
+            return str(getattr(route, "path", "unmatched"))
+    return "unmatched"
 
 
 def _log_profile(stats: dict[str, Any]) -> None:
@@ -293,7 +311,8 @@ class Gate:
         here (a file PUT on a stage may be gigabytes: it is never held whole)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+        # The console checks its own session cookie, before it reads a body (services/console).
+        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or is_console_path(scope["path"]):
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
@@ -459,17 +478,19 @@ def create_app(settings: Settings, client: RedisClient | None = None) -> FastAPI
     sql_limiter = RateLimiter(settings.auth.sql_rate_limit_per_s, settings.auth.sql_rate_limit_burst)
     failed_logins = RateLimiter(settings.auth.failed_auth_per_s, settings.auth.failed_auth_burst)
     sql_threads = anyio.CapacityLimiter(settings.query.max_concurrent)
+    process_metrics = ApiProcessMetrics.create()
     snowpipe = SnowpipeService(
         rclient,
         keys,
         catalog,
         Deduper(rclient, keys, settings.retention_seconds),
         Defaults(settings.database, settings.schema_name),
+        process_metrics.files,
     )
     app.include_router(router(snowpipe, authenticator, limiter))
     secret = create_private_file(settings.auth.scoped_token_key_file, lambda: secrets.token_bytes(32))
     scoped = ScopedTokens(secret, settings.account, settings.auth.scoped_token_lifetime_s)
-    streaming = StreamingService(settings, rclient, catalog, keys)
+    streaming = StreamingService(settings, rclient, catalog, keys, process_metrics.appends)
     app.include_router(
         streaming_router(streaming, authenticator, scoped, f"{settings.api.host}:{settings.api.port}")
     )
@@ -477,9 +498,11 @@ def create_app(settings: Settings, client: RedisClient | None = None) -> FastAPI
     app.include_router(
         stages_router(executor.stage_files, lambda r: caller_of(r, authenticator), executor.use_role, limiter)
     )
-    registry = CollectorRegistry()
-    requests = Counter("floe_api_requests", "API requests", ["route", "status"], registry=registry)
-    latency = Histogram("floe_api_latency_seconds", "API latency", ["route"], registry=registry)
+    app.include_router(console_router(settings, rclient, executor, authenticator, sql_threads, sql_limiter))
+    # Queue depth and age are read at scrape time, here rather than in the job (floe/metrics.py).
+    process_metrics.registry.register(QueueCollector(catalog, rclient, keys, process_metrics.redis_errors))
+    app.include_router(health_router(ReadyChecks(settings, rclient, keys, process_metrics.redis_errors)))
+    app.state.metrics = process_metrics
     app.state.executor = executor
     app.state.limiters = {"rest": limiter, "sql": sql_limiter, "failed_logins": failed_logins}
 
@@ -493,7 +516,9 @@ def create_app(settings: Settings, client: RedisClient | None = None) -> FastAPI
         scoped=scoped,
         streamed={UPLOAD_PATH: settings.stages.max_file_bytes},
     )
-    app.add_middleware(RequestContext, requests=requests, latency=latency)
+    app.add_middleware(
+        RequestContext, metrics=process_metrics.requests, redis_errors=process_metrics.redis_errors
+    )
 
     @app.get("/health")
     def health() -> dict[str, str]:
@@ -504,7 +529,7 @@ def create_app(settings: Settings, client: RedisClient | None = None) -> FastAPI
     @app.get("/metrics")
     def metrics() -> Response:
         """Prometheus metrics."""
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(process_metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

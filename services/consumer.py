@@ -30,6 +30,7 @@ from floe.aws import client as aws_client
 from floe.catalog import Catalog, Pipe, now_ms
 from floe.errors import TransientError
 from floe.keys import REDIS_ERRORS, Keys, RedisClient
+from floe.metrics import ConsumerMetrics, serve
 from floe.runtime import Faults, Readiness, Shutdown, setup_logging
 from floe.settings import Settings
 from services.backfill import Backfiller
@@ -40,11 +41,16 @@ from services.queues import ensure_queues
 
 log = logging.getLogger("floe.consumer")
 
+DLQ_DEPTH_S = 30.0
+"""How often a consumer reads its dead-letter queue's depth for its metrics."""
+
 
 class Consumer:
     """One consumer process; several may run side by side on the same queue."""
 
-    def __init__(self, settings: Settings, client: RedisClient | None = None) -> None:
+    def __init__(
+        self, settings: Settings, client: RedisClient | None = None, metrics: ConsumerMetrics | None = None
+    ) -> None:
         self.settings = settings
         self.redis = client or settings.redis.client()
         self.keys = Keys(settings.redis.prefix)
@@ -53,6 +59,8 @@ class Consumer:
         self.stopping = asyncio.Event()
         self.faults = Faults(settings.faults)
         self.handled = 0
+        self.metrics = metrics or ConsumerMetrics.create()
+        self._dlq: tuple[Any, str] | None = None
         # Names this process in the leases that let one consumer at a time backfill a pipe or send
         # its error notifications.
         holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -80,6 +88,7 @@ class Consumer:
             forwarded = self._enqueue(parsed, outcomes)
             self._note_channel(received, forwarded)
         except REDIS_ERRORS as exc:
+            self.metrics.redis_errors.inc("enqueue")
             raise TransientError(f"redis unavailable: {exc}") from exc
         return outcomes
 
@@ -107,6 +116,7 @@ class Consumer:
                 pipe.hset(self.keys.notification_channel(), "lastPulledFromChannelTimestamp", str(now_ms()))
                 pipe.execute()
         except REDIS_ERRORS as exc:
+            self.metrics.redis_errors.inc("note_pull")
             log.debug("could not record a poll of the queue: %s", exc)
 
     def _one_by_one(self, bodies: list[str]) -> list[int | MalformedMessage]:
@@ -137,9 +147,11 @@ class Consumer:
                 matches, known = route(rec, pipes)
                 if not known:
                     unknown.append(f"s3://{rec.bucket}/{rec.key}")
+                elif not matches:  # a PATTERN or prefix filters it out: its journey ends here
+                    log.debug("no pipe loads this file", extra={"file": f"s3://{rec.bucket}/{rec.key}"})
                 for pipe, rel in matches:
                     _, files, owners = by_pipe.setdefault(pipe.id, (pipe, [], []))
-                    files.append(FileRef(rel, rec.size))
+                    files.append(FileRef(rel, rec.size, rec.event_ms))
                     owners.append(i)
                     routed = True
             if unknown and not routed:
@@ -147,15 +159,13 @@ class Consumer:
         forwarded: dict[str, str] = {}
         for pipe, files, owners in by_pipe.values():
             forwarded[pipe.id] = files[-1].path
+            # The Deduper logs each file, enqueued or skipped (its journey's first line).
             flags = self.deduper.enqueue(pipe, files, source="notification")
-            for f, new, owner in zip(files, flags, owners, strict=True):
+            self.metrics.files.record(pipe.name, "notification", flags)
+            for new, owner in zip(flags, owners, strict=True):
                 count = outcomes[owner]
                 if isinstance(count, int):
                     outcomes[owner] = count + int(new)
-                log.info(
-                    "enqueued" if new else "skipped: already seen by this pipe",
-                    extra={"pipe": pipe.name, "file": f.path},
-                )
         return forwarded
 
     async def _poll(self, sqs: Any, url: str) -> None:
@@ -170,10 +180,12 @@ class Consumer:
                     AttributeNames=["ApproximateReceiveCount"],
                 )
             except AWS_ERRORS as exc:  # a broken connection must not kill the loop
+                self.metrics.sqs.errors.labels("receive").inc()
                 log.warning("receive failed, retrying: %s", exc)
                 await asyncio.sleep(1)
                 continue
             messages: list[dict[str, Any]] = resp.get("Messages", [])
+            self.metrics.sqs.received.inc(len(messages))
             if not messages:
                 await asyncio.to_thread(self.note_pull)
                 continue
@@ -238,6 +250,7 @@ class Consumer:
                 await sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
                 log.info("extended the visibility of %d in-flight messages by %d s", len(entries), visibility)
             except AWS_ERRORS as exc:  # best effort: dedup still protects a redelivery
+                self.metrics.sqs.errors.labels("extend").inc()
                 log.warning("could not extend the visibility of in-flight messages: %s", exc)
 
     async def _wait_for_redis(self) -> None:
@@ -248,6 +261,7 @@ class Consumer:
                 log.info("Redis answers again; resuming")
                 return
             except REDIS_ERRORS:
+                self.metrics.redis_errors.inc("ping")
                 await asyncio.sleep(1)
 
     async def _release(self, sqs: Any, url: str, msg: dict[str, Any]) -> None:
@@ -255,15 +269,22 @@ class Consumer:
             await sqs.change_message_visibility(
                 QueueUrl=url, ReceiptHandle=msg["ReceiptHandle"], VisibilityTimeout=0
             )
+            self.metrics.sqs.released.inc()
         except AWS_ERRORS as exc:
+            self.metrics.sqs.errors.labels("release").inc()
             log.warning("could not release message %s: %s", msg["MessageId"], exc)
 
     async def _delete(self, sqs: Any, url: str, entries: list[dict[str, str]]) -> None:
         try:
             resp = await sqs.delete_message_batch(QueueUrl=url, Entries=entries)
-            for failed in resp.get("Failed", []):
+            failures = resp.get("Failed", [])
+            self.metrics.sqs.deleted.inc(len(entries) - len(failures))
+            if failures:
+                self.metrics.sqs.errors.labels("delete").inc(len(failures))
+            for failed in failures:
                 log.warning("delete failed for %s: %s", failed.get("Id"), failed.get("Message"))
         except AWS_ERRORS as exc:
+            self.metrics.sqs.errors.labels("delete").inc()
             # Not deleting is safe: the message comes back and dedup skips its files.
             log.warning("delete batch failed: %s", exc)
 
@@ -283,6 +304,7 @@ class Consumer:
             rounds = (
                 (self.settings.backfill.poll_s, self.backfiller.run_once),
                 (self.settings.error_notifications.poll_s, self.notifier.run_once),
+                (DLQ_DEPTH_S, self.read_dlq_depth),
             )
             tasks += [asyncio.create_task(self._every(period, step)) for period, step in rounds]
             await self.stopping.wait()
@@ -299,11 +321,28 @@ class Consumer:
             try:
                 await asyncio.to_thread(step)
             except REDIS_ERRORS as exc:
+                self.metrics.redis_errors.inc(step.__qualname__)
                 log.warning("Redis is unavailable; %s waits for the next round: %s", step.__qualname__, exc)
             except Exception:
                 log.exception("%s failed; the next round tries again", step.__qualname__)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), period_s)
+
+    def read_dlq_depth(self) -> None:
+        """Set ``floe_sqs_dlq_messages`` from the dead-letter queue's ApproximateNumberOfMessages
+        (one SQS call every ``DLQ_DEPTH_S``, whatever the number of scrapes); a failure is counted
+        and leaves the last value."""
+        try:
+            if self._dlq is None:
+                sqs = aws_client(self.settings.aws, "sqs")
+                self._dlq = (sqs, sqs.get_queue_url(QueueName=self.settings.consumer.dlq_name)["QueueUrl"])
+            sqs, url = self._dlq
+            depth = "ApproximateNumberOfMessages"
+            attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[depth])
+            self.metrics.sqs.dlq_depth.set(int(attributes["Attributes"][depth]))
+        except AWS_ERRORS as exc:
+            self.metrics.sqs.errors.labels("dlq_depth").inc()
+            log.debug("could not read the dead-letter queue's depth: %s", exc)
 
     async def _queue_url(self, sqs: Any) -> str:
         del sqs  # the queues are created once, with the sync client, before polling starts
@@ -317,6 +356,14 @@ def main(settings: Settings) -> None:
     setup_logging(settings, "consumer")
     ready = Readiness(settings, "consumer")
     consumer = Consumer(settings)
+    # Before the ready file: its log line says where the metrics are, or why there are none.
+    serve(
+        consumer.metrics.registry,
+        settings.api.host,
+        settings.consumer.metrics_port,
+        "consumer",
+        "FLOE_CONSUMER__METRICS_PORT",
+    )
     loop = asyncio.new_event_loop()
 
     def drain() -> None:

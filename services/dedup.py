@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -23,22 +24,30 @@ from floe.history import FileState, SkipRecord, Status, record_skips, states_of
 from floe.keys import Keys, RedisClient, one_slot
 from floe.records import Origin, QueueEntry
 
+log = logging.getLogger("floe.dedup")
+
 _LOAD_FAILED: Status = "LOAD_FAILED"
 """The one status REFRESH sends a known file again for."""
 
 # KEYS[1] queue stream, KEYS[2] history zset, KEYS[3..] file keys.
 # ARGV[1] ttl seconds, ARGV[2] now ms, ARGV[3] retention ms, ARGV[4] origin, then per file: path, size
-# (QueueEntry.stream_size), state json. The queue entry's field names come from floe.records.
+# (QueueEntry.stream_size), state json, put time ms ('' when unknown: the entry then has no 'put').
+# The queue entry's field names come from floe.records.
 _SCRIPT = f"""
 local ttl = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
 local origin = ARGV[4]
 local out = {{}}
 for i = 3, #KEYS do
-  local base = 5 + (i - 3) * 3
-  local path, size, state = ARGV[base], ARGV[base + 1], ARGV[base + 2]
+  local base = 5 + (i - 3) * 4
+  local path, size, state, put = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 3]
   if redis.call('SET', KEYS[i], state, 'NX', 'EX', ttl) then
-    redis.call('XADD', KEYS[1], '*', {QueueEntry.lua_stream_fields("path", "size", "ARGV[2]", "origin")})
+    if put == '' then
+      redis.call('XADD', KEYS[1], '*', {QueueEntry.lua_stream_fields("path", "size", "ARGV[2]", "origin")})
+    else
+      redis.call('XADD', KEYS[1], '*', {QueueEntry.lua_stream_fields("path", "size", "ARGV[2]", "origin")},
+        {QueueEntry.lua_put_field("put")})
+    end
     redis.call('ZADD', KEYS[2], now, path)
     out[#out + 1] = 1
   else
@@ -109,16 +118,26 @@ class Refreshed(enum.Enum):
     """Its load had failed: its state is pending again and it is queued again."""
 
 
+_REFRESHED = {
+    Refreshed.NEW: "enqueued",
+    Refreshed.RETRIED: "enqueued again: its last load had failed",
+    Refreshed.SKIPPED: "skipped: pending, loaded or partially loaded already",
+}
+_STEP = {Refreshed.NEW: "enqueued", Refreshed.RETRIED: "enqueued", Refreshed.SKIPPED: "skipped"}
+
+
 class PipeRetired(TerminalError):
     """The pipe incarnation was dropped or replaced while a REFRESH queued its files."""
 
 
 @dataclass(frozen=True)
 class FileRef:
-    """A file to load: its path relative to the stage and its size if known."""
+    """A file to load: its path relative to the stage, its size if known, and when it was put if
+    known (an S3 notification's event time; the start of its put→queryable latency)."""
 
     path: str
     size: int | None = None
+    put_ms: int | None = None
 
 
 class _StateTemplate:
@@ -172,9 +191,22 @@ class Deduper:
         file_key, stream_size = self._keys.file, QueueEntry.stream_size
         for f in files:
             keys.append(file_key(pipe.id, f.path))
-            args += [f.path, stream_size(f.size), state.json(f)]
+            args += [f.path, stream_size(f.size), state.json(f), "" if f.put_ms is None else f.put_ms]
         one_slot(keys, "dedup script")
         flags = cast(list[int], self._script(keys=keys, args=args))
+        for f, new in zip(files, flags, strict=True):
+            # The first step of a file's journey through the logs, in the process that received it
+            # (the consumer for a notification, the API for insertFiles). The message texts are
+            # what the chaos tests look for.
+            log.info(
+                "enqueued" if new else "skipped: already seen by this pipe",
+                extra={
+                    "pipe": pipe.name,
+                    "file": f.path,
+                    "step": "enqueued" if new else "skipped",
+                    "source": source,
+                },
+            )
         if not all(flags):
             self._note_skips(pipe, [f for f, new in zip(files, flags, strict=True) if not new], now, source)
         return [bool(x) for x in flags]
@@ -222,7 +254,16 @@ class Deduper:
             flags = cast(list[int], self._refresh(keys=keys, args=args))
             if flags == [-1]:
                 raise PipeRetired(f"pipe {pipe.name} was dropped or replaced", pipe=pipe.name)
-            out += [Refreshed(int(x)) for x in flags]
+            done = [Refreshed(int(x)) for x in flags]
+            for f, what in zip(chunk, done, strict=True):
+                # A backfill lists the whole stage every interval: the files left alone, nearly all
+                # of them, only at DEBUG.
+                log.log(
+                    logging.DEBUG if what is Refreshed.SKIPPED else logging.INFO,
+                    _REFRESHED[what],
+                    extra={"pipe": pipe.name, "file": f.path, "step": _STEP[what], "source": source},
+                )
+            out += done
         return out
 
 
@@ -238,4 +279,4 @@ def retire_pipe(client: RedisClient, keys: Keys, pipe_id: str) -> list[FileRef]:
     one_slot(names, "retire script")
     raw = cast(list[list[Any]], retire(keys=names, args=[now_ms()]))
     entries = [QueueEntry.from_flat(e) for e in raw]
-    return [FileRef(e.path, e.size) for e in entries]
+    return [FileRef(e.path, e.size, e.put_ms) for e in entries]

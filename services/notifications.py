@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,8 @@ class ObjectCreated:
     bucket: str
     key: str
     size: int | None
+    event_ms: int | None = None
+    """The record's ``eventTime`` (when S3 stored the object), in ms; None when absent or unreadable."""
 
 
 def parse_message(body: str) -> list[ObjectCreated]:
@@ -62,8 +65,33 @@ def parse_message(body: str) -> list[ObjectCreated]:
         if not name.startswith("ObjectCreated"):
             continue
         size = s3["object"].get("size")
-        out.append(ObjectCreated(bucket, unquote_plus(raw_key), int(size) if isinstance(size, int) else None))
+        out.append(
+            ObjectCreated(
+                bucket,
+                unquote_plus(raw_key),
+                int(size) if isinstance(size, int) else None,
+                event_ms(rec.get("eventTime")),
+            )
+        )
     return out
+
+
+MAX_EVENT_TIME_CHARS = 40
+"""Longer than any ISO-8601 time S3 writes ('2024-05-01T12:34:56.789Z'): a longer one is not parsed."""
+
+
+def event_ms(value: object) -> int | None:
+    """An S3 record's ``eventTime`` in ms since the epoch; None when it is missing or not an ISO-8601
+    time (the file still loads: only its put→queryable latency then starts at its receipt)."""
+    if not isinstance(value, str) or len(value) > MAX_EVENT_TIME_CHARS:
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return int(parsed.timestamp() * 1000)
 
 
 def route(record: ObjectCreated, pipes: list[Pipe]) -> tuple[list[tuple[Pipe, str]], bool]:

@@ -30,6 +30,7 @@ from floe.catalog import Catalog, CopySpec, FileFormat, Pipe, Table, now_ms
 from floe.channels import ChannelError, ChannelStore, PipeRef
 from floe.errors import ObjectNotFound
 from floe.keys import Keys, RedisClient
+from floe.metrics import StreamingAppends, new_registry
 from floe.settings import Settings
 from floe.streaming import protocol as wire
 from floe.streaming.protocol import Code, ContinuationToken
@@ -61,8 +62,16 @@ def _bad(message: str) -> RestError:
 class StreamingService:
     """The channel operations behind the routes."""
 
-    def __init__(self, settings: Settings, client: RedisClient, catalog: Catalog, keys: Keys) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        client: RedisClient,
+        catalog: Catalog,
+        keys: Keys,
+        appends: StreamingAppends | None = None,
+    ) -> None:
         self.settings = settings
+        self.appends = appends or StreamingAppends(new_registry())
         self.catalog = catalog
         self.channels = ChannelStore(client, keys, settings.streaming.max_pending_bytes_per_channel)
         s = settings.streaming
@@ -211,6 +220,7 @@ class StreamingService:
             )
         except ChannelError as exc:
             raise streaming_error(exc) from None
+        self.appends.appended(pipe.name, channel, batch.count)
         return {wire.NEXT_CONTINUATION_TOKEN: nxt.encode()}
 
     def drop(self, pipe: Pipe, channel: str, params: dict[str, str]) -> dict[str, Any]:

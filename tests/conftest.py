@@ -25,6 +25,7 @@ from floe.aws import client as aws_client
 from floe.runtime import free_port
 from floe.settings import Settings
 from front.client import records, run_sql
+from tests.workers import pytest_runtest_setup, pytest_xdist_make_scheduler  # noqa: F401 - hooks
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -207,6 +208,9 @@ def stack(services: Settings, tmp_path_factory: pytest.TempPathFactory) -> Itera
                     # Short, so a message whose consumer was killed comes back within a test.
                     "visibility_timeout_s": 10,
                     "max_receive_count": 3,
+                    # Free ports, so the session's metrics never collide with a `make up` stack's
+                    # (tests/e2e/test_metrics.py scrapes them).
+                    "metrics_port": free_port(),
                 }
             ),
             "pipeline": services.pipeline.model_copy(
@@ -218,6 +222,7 @@ def stack(services: Settings, tmp_path_factory: pytest.TempPathFactory) -> Itera
                     # restarts with the defaults.
                     "stream_file_bytes": 8 * 1024 * 1024,
                     "chunk_bytes": 4 * 1024 * 1024,
+                    "metrics_port": free_port(),
                 }
             ),
             "encryption": services.encryption.model_copy(

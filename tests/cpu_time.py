@@ -17,11 +17,12 @@ from collections.abc import Callable
 def cpu_seconds(work: Callable[[], object], repeat: int = 3, budget_s: float = 0.25) -> float:
     """The least CPU time of the calling thread over up to ``repeat`` runs of ``work`` (fewer once
     ``budget_s`` is spent). The collector is off while timing: a parser makes an object per token, and
-    a collection landing in one run but not another would swamp the ratio."""
+    a collection landing in one run but not another would swamp the ratio. No collection runs before
+    either: in a worker that has run a thousand tests a full one takes a second, which a test timing
+    hundreds of calls paid each time."""
     best = float("inf")
     spent = 0.0
     for _ in range(repeat):
-        gc.collect()
         gc.disable()
         try:
             started = time.thread_time()

@@ -12,10 +12,14 @@ Snowflake's Parquet reader (the default one, not the vectorized scanner) makes o
   stored integer; NANOS timestamps are integers; a TIME is a time if it has a converted type, else
   an integer. USE_LOGICAL_TYPE = TRUE: UTC-adjusted timestamps are TIMESTAMP_LTZ, the others NTZ,
   and every TIME a time. INT96 timestamps are NTZ either way.
+- USE_VECTORIZED_SCANNER = FALSE (the default) reads as Snowflake's default reader
+  (``reader_shapes``): a MAP, at any depth, is the struct Parquet stores, ``{key_value: [{key,
+  value}, ...]}``, and a list's NULL elements are left out (the documented example's
+  ``phone_numbers`` loses its null). The NULL fields of structs and of ``$1`` are left out when
+  they become JSON, in the transform (``pipeline.transform.query.reader_text``; decision 86).
 - USE_VECTORIZED_SCANNER = TRUE reads as Snowflake's vectorized scanner: BINARY_AS_TEXT is taken as
-  FALSE and USE_LOGICAL_TYPE as TRUE whatever they say, and INT96 timestamps are TIMESTAMP_LTZ.
-  What the scanner also documents, maps read as objects (``{"k1": "v1"}``) and NULL values shown
-  in ``$1``, is how Floe reads every Parquet file, whatever the option says (decision 83).
+  FALSE and USE_LOGICAL_TYPE as TRUE whatever they say, and INT96 timestamps are TIMESTAMP_LTZ;
+  maps stay maps (objects, ``{"k1": "v1"}``, in JSON) and NULL values are shown (decision 83).
 
 The shared last step of Parquet, Avro and ORC (``columnar_raw``): binary values become upper-case
 hex text, and a string that is not UTF-8 is a RowError of its row, or with
@@ -99,6 +103,8 @@ def read_parquet_groups(
         detail = _PARQUET_SOURCE.sub("", str(exc))
         raise FileLoadError(f"Error parsing the parquet file: {detail}", file=path) from exc
     table = _snowflake_types(table, parquet.schema, fmt)
+    if not fmt.use_vectorized_scanner:
+        table = reader_shapes(table)
     return columnar_raw(table, "PARQUET", path, fmt)
 
 
@@ -174,6 +180,67 @@ def _as_ltz(arr: pa.Array) -> pa.Array:
     if pa.types.is_timestamp(arr.type) and arr.type.tz != "UTC":
         return arr.cast(pa.timestamp(arr.type.unit, tz="UTC"))
     return arr
+
+
+# ---------------------------------------------------------------------------------------------
+# Maps and lists as Snowflake's default Parquet reader shows them (USE_VECTORIZED_SCANNER = FALSE)
+
+
+def reader_shapes(table: pa.Table) -> pa.Table:
+    """table with every map (at any depth) a struct ``{key_value: [{key, value}, ...]}``, as the
+    Parquet file stores it, and the NULL elements of every list left out; a column with neither
+    maps nor lists is kept as it is (no copy)."""
+    columns: list[pa.ChunkedArray] = []
+    for column in table.columns:
+        if not _has_map_or_list(column.type):
+            columns.append(column)
+            continue
+        chunks = [_reshape(chunk) for chunk in column.chunks] or [_reshape(pa.array([], column.type))]
+        columns.append(pa.chunked_array(chunks))
+    return pa.table(columns, names=table.column_names)
+
+
+def _has_map_or_list(t: pa.DataType) -> bool:
+    if pa.types.is_map(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
+        return True
+    return pa.types.is_struct(t) and any(_has_map_or_list(t.field(i).type) for i in range(t.num_fields))
+
+
+def _reshape(arr: pa.Array) -> pa.Array:
+    """One array of ``reader_shapes``: maps as key_value structs, lists without NULL elements."""
+    t = arr.type
+    if not _has_map_or_list(t):
+        return arr
+    mask = arr.is_null() if arr.null_count else None
+    if pa.types.is_struct(t):
+        flat = arr.flatten()  # offset-adjusted; the struct's own nulls come back by mask
+        children = [_reshape(child) for child in flat]
+        if all(new is old for new, old in zip(children, flat, strict=True)):
+            return arr
+        # with_type keeps each field's nullability and metadata (Parquet field ids): every chunk,
+        # changed or not, keeps one type.
+        fields = [t.field(i).with_type(c.type) for i, c in enumerate(children)]
+        return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
+    if pa.types.is_map(t):
+        # Parquet's MAP is a repeated group key_value of key and value: Snowflake shows it as stored.
+        keys, items = (_reshape(child) for child in arr.values.flatten())
+        entries = pa.StructArray.from_arrays([keys, items], names=["key", "value"])
+        key_value = pa.ListArray.from_arrays(arr.offsets, entries)
+        return pa.StructArray.from_arrays([key_value], names=["key_value"], mask=mask)
+    child = arr.values  # the whole child, as the offsets index it
+    values = _reshape(child)
+    if values is child and not values.null_count:
+        return arr
+    offsets = arr.offsets
+    if values.null_count:
+        # "does not explicitly show NULL values": the documented example's array loses its null.
+        kept = values.is_valid()
+        before = np.concatenate(([0], np.cumsum(kept.to_numpy(zero_copy_only=False), dtype=np.int64)))
+        offsets = pa.array(before[offsets.to_numpy()], offsets.type)
+        values = values.filter(kept)
+    kind = pa.list_ if pa.types.is_list(t) else pa.large_list
+    cls = pa.ListArray if pa.types.is_list(t) else pa.LargeListArray
+    return cls.from_arrays(offsets, values, type=kind(t.value_field.with_type(values.type)), mask=mask)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -263,11 +263,20 @@ class ExprCompiler:
         conv = _conversion_of(node)
         if conv is not None:
             return self._conversion(*conv)
+        if isinstance(node, exp.ArraySize):
+            return self._array_size(node)
         if _is_volatile(node):
             self.volatile = True
         self._rewrite_children(node, _consumes_json(node))
         self._coerce_text_operands(node)
         return node
+
+    def _array_size(self, node: exp.ArraySize) -> exp.Expr:
+        """ARRAY_SIZE: the number of elements of an array, NULL for anything else (Snowflake's
+        ARRAY_SIZE). Its argument is JSON (a path) or a list (a Parquet column), and DuckDB's
+        array_length takes only lists: both are read as JSON."""
+        value = f"CAST({self.sql(node.this, True)} AS JSON)"
+        return self._ph(f"CASE WHEN json_type({value}) = 'ARRAY' THEN json_array_length({value}) END")
 
     def _external(self, node: exp.Expr) -> exp.Expr | None:
         """A call of one of the pipe's external functions: its arguments compiled and converted to
@@ -380,7 +389,14 @@ class ExprCompiler:
             self.parquet_columns.append(name)
         if len(keys) == 1:
             return ident(name), None
-        return f"to_json({ident(name)})", [exp.JSONPathRoot(), *keys[1:]]
+        col = ident(name)
+        # A Parquet column read with USE_VECTORIZED_SCANNER = FALSE may already be JSON (its structs
+        # without their NULL fields, ``query.reader_value``): to_json would parse it again. The
+        # condition is constant for the file's column type, so DuckDB keeps one branch when binding.
+        return f"CASE WHEN typeof({col}) = 'JSON' THEN {col} ELSE to_json({col}) END", [
+            exp.JSONPathRoot(),
+            *keys[1:],
+        ]
 
     def _document_base(self, n: int) -> str:
         """The JSON a CSV or JSON path reads: field ``$n`` parsed as JSON, or the JSON document."""

@@ -27,7 +27,7 @@ from floe.catalog.models import FileFormat
 from floe.types import OFFSET_COLUMN_PREFIX, arrow_type, duckdb_type
 from pipeline.formats import RawFile
 from pipeline.transform.conversion import final_conversion, tz_offset
-from pipeline.transform.dialect import ident
+from pipeline.transform.dialect import ident, lit
 from pipeline.transform.plan import (
     CONTENT_KEY_COLUMN,
     FILENAME_COLUMN,
@@ -65,24 +65,49 @@ def empty_input(compiled: CompiledCopy) -> pa.Table:
     return pa.table(cols)
 
 
-def input_table(compiled: CompiledCopy, raw: RawFile) -> tuple[pa.Table, str]:
-    """The table DuckDB reads, and the SQL of the whole Parquet row (if any) over it."""
+@dataclass(frozen=True)
+class ShapeSql:
+    """What a file's own columns add to the per-file query's source (``source_sql``)."""
+
+    row: str = ""
+    """SQL of the whole row as JSON, for a COPY that reads ``$1`` of a columnar file."""
+    replace: tuple[str, ...] = ()
+    """``expression AS "column"`` items: file columns read as Snowflake's default Parquet reader
+    shows them (``reader_value``)."""
+
+    def key(self) -> str:
+        return self.row + "\x00" + "\x00".join(self.replace)
+
+
+_NO_SHAPE = ShapeSql()
+
+
+def input_table(compiled: CompiledCopy, raw: RawFile) -> tuple[pa.Table, ShapeSql]:
+    """The table DuckDB reads, and what its columns add to the query's source (the whole Parquet
+    row, the columns read without their NULL fields)."""
     rn = pc.add(raw.row_numbers, raw.row_offset) if raw.row_offset else raw.row_numbers
     if compiled.format == "CSV" and compiled.file_format.parse_header:
         # MATCH_BY_COLUMN_NAME: the header names the raw columns, read by name as Parquet's are.
         cols = _parquet_columns(compiled, raw)
         cols[ROW_NUMBER_COLUMN] = rn
-        return pa.table(cols), ""
+        return pa.table(cols), _NO_SHAPE
     if compiled.format == "CSV":
         cols = _csv_columns(compiled, raw)
         cols[ROW_NUMBER_COLUMN] = rn
-        return pa.table(cols), ""
+        return pa.table(cols), _NO_SHAPE
     if compiled.format == "JSON":
-        return pa.table({"c1": raw.table.column("c1"), ROW_NUMBER_COLUMN: rn}), ""
+        return pa.table({"c1": raw.table.column("c1"), ROW_NUMBER_COLUMN: rn}), _NO_SHAPE
     cols = _parquet_columns(compiled, raw)
-    row_sql = _parquet_row(raw, cols) if compiled.parquet_row else ""
+    # USE_VECTORIZED_SCANNER = FALSE (Parquet's default): "does not explicitly show NULL values"
+    omit_nulls = compiled.format == "PARQUET" and not compiled.file_format.use_vectorized_scanner
+    replace: list[str] = []
+    if omit_nulls:
+        for name, col in cols.items():
+            if has_struct(col.type):
+                replace.append(f"{reader_value(ident(name), col.type)} AS {ident(name)}")
+    row_sql = _parquet_row(raw, cols, omit_nulls) if compiled.parquet_row else ""
     cols[ROW_NUMBER_COLUMN] = rn
-    return pa.table(cols), row_sql
+    return pa.table(cols), ShapeSql(row_sql, tuple(replace))
 
 
 def _csv_columns(compiled: CompiledCopy, raw: RawFile) -> dict[str, Any]:
@@ -109,24 +134,157 @@ def _parquet_columns(compiled: CompiledCopy, raw: RawFile) -> dict[str, Any]:
     return cols
 
 
-def _parquet_row(raw: RawFile, cols: dict[str, Any]) -> str:
-    """SQL of the whole Parquet row as JSON; adds the file's columns to cols under aliases."""
+def _parquet_row(raw: RawFile, cols: dict[str, Any], omit_nulls: bool) -> str:
+    """SQL of the whole Parquet row as JSON; adds the file's columns to cols under aliases.
+    ``omit_nulls``: NULL fields left out, at every depth (``reader_text``)."""
     # The file's column names are data: sqlglot quotes them as struct keys.
     fields: list[exp.Expr] = []
+    members: list[Member] = []
     for i, name in enumerate(raw.table.column_names):
         alias = f"__floe_pq_{i}"
-        cols[alias] = raw.table.column(i)
+        column = raw.table.column(i)
+        cols[alias] = column
         value = exp.column(exp.to_identifier(alias, quoted=True))
         fields.append(exp.PropertyEQ(this=exp.to_identifier(name, quoted=True), expression=value))
+        members.append((name, ident(alias), column.type))
     if not fields:
         return "to_json(MAP {})"
-    return exp.Anonymous(this="to_json", expressions=[exp.Struct(expressions=fields)]).sql("duckdb")
+    whole = exp.Anonymous(this="to_json", expressions=[exp.Struct(expressions=fields)]).sql("duckdb")
+    if not omit_nulls or not any(c.null_count or has_struct(c.type) for c in raw.table.columns):
+        return whole  # nothing to leave out: DuckDB's own to_json writes the same
+    fast = max(struct_depth(t) for _, _, t in members) < FAST_DEPTH
+    return f"CAST({_object_text(members, f'CAST({whole} AS VARCHAR)', fast=fast)} AS JSON)"
 
 
-def source_sql(compiled: CompiledCopy, row_sql: str) -> str:
+# ---------------------------------------------------------------------------------------------
+# JSON as Snowflake's default Parquet reader shows it (USE_VECTORIZED_SCANNER = FALSE): NULL fields
+# left out of objects, at every depth (a list's NULL elements were already left out by the reader,
+# and a map is a struct by then: ``parquet_rows.reader_shapes``). The SQL is built from the Arrow
+# type out of plain string functions, ``concat_ws`` skipping the NULL members, so DuckDB runs it
+# vectorized; a value with no NULL anywhere in it takes DuckDB's own to_json, which writes the same
+# text for less. Only columns holding a struct pay, and ``$1`` of a file with NULLs.
+
+
+def has_struct(t: pa.DataType) -> bool:
+    """Whether values of type t hold a struct (at any depth): only those have fields to leave out."""
+    if pa.types.is_struct(t):
+        return True
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return has_struct(t.value_type)
+    return False
+
+
+def reader_value(x: str, t: pa.DataType, depth: int = 0) -> str:
+    """SQL of x (of Arrow type t) with each struct in it a JSON object without its NULL fields;
+    lists stay lists (of JSON), so list functions and indexes still apply."""
+    if pa.types.is_struct(t):
+        return f"CAST({reader_text(x, t, depth)} AS JSON)"
+    if has_struct(t):
+        e = f"__floe_e{depth}"
+        return f"list_transform({x}, lambda {e}: {reader_value(e, t.value_type, depth + 1)})"
+    return x
+
+
+MAX_PATH = 8
+"""struct_extract calls in a row before a struct is bound to a lambda variable of its own. Naming
+every level's whole path from the column made the SQL of a deeply nested file cubic in its depth
+(115 MB of SQL for 200 levels, built from a type the file chooses); rebinding keeps it linear."""
+FAST_DEPTH = 4
+"""Struct nesting up to which an object first checks that nothing in it is NULL, to take DuckDB's own
+to_json: the check names every field below, so deeper types go without it."""
+
+
+def reader_text(x: str, t: pa.DataType, depth: int = 0, fast: bool = True, hops: int = 0) -> str:
+    """SQL of the JSON text (VARCHAR) of x, of Arrow type t, with the NULL fields of its structs
+    left out; NULL when x is NULL. ``depth`` names the lambdas apart, ``fast`` allows the no-NULL
+    shortcut (``_object_text``), ``hops`` counts the struct_extract calls x is made of."""
+    if pa.types.is_struct(t):
+        if hops >= MAX_PATH:
+            e = f"__floe_e{depth}"
+            return f"list_transform([{x}], lambda {e}: {reader_text(e, t, depth + 1, fast)})[1]"
+        members = [(f.name, f"struct_extract({x}, {lit(f.name)})", f.type) for f in t]
+        whole = f"CAST(to_json({x}) AS VARCHAR)"
+        body = _object_text(members, whole, depth, fast and struct_depth(t) <= FAST_DEPTH, hops + 1)
+        return f"CASE WHEN {x} IS NOT NULL THEN {body} END"
+    if has_struct(t):
+        e = f"__floe_e{depth}"
+        element = f"coalesce({reader_text(e, t.value_type, depth + 1)}, 'null')"
+        return (
+            f"CASE WHEN {x} IS NOT NULL THEN "
+            f"'[' || array_to_string(list_transform({x}, lambda {e}: {element}), ',') || ']' END"
+        )
+    if pa.types.is_integer(t) or pa.types.is_boolean(t):
+        return f"CAST({x} AS VARCHAR)"  # the same digits and words as to_json, for less
+    return f"CAST(to_json({x}) AS VARCHAR)"
+
+
+Member = tuple[str, str, pa.DataType]
+"""An object's member: its key, the SQL of its value, the value's Arrow type."""
+
+
+def _object_text(members: list[Member], whole: str, depth: int = 0, fast: bool = True, hops: int = 0) -> str:
+    """SQL of the JSON text of an object of ``members``, those whose value is NULL left out;
+    ``whole``: the same object's text as to_json writes it, NULLs included, taken (with ``fast``)
+    for a row where nothing in the object is NULL."""
+    if not members:
+        return lit("{}")
+    parts = [
+        f"{lit(_json_key(key) + ':')} || {reader_text(sql, t, depth, False, hops)}" for key, sql, t in members
+    ]
+    text = f"'{{' || concat_ws(',', {', '.join(parts)}) || '}}'"
+    present = _all_present(members) if fast else None
+    # CASE runs each branch on its own rows only: a row without NULLs never builds the text by hand.
+    return f"CASE WHEN {present} THEN {whole} ELSE {text} END" if present else text
+
+
+def struct_depth(t: pa.DataType) -> int:
+    """How many structs deep values of type t go (lists do not count)."""
+    if pa.types.is_struct(t):
+        return 1 + max((struct_depth(f.type) for f in t), default=0)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return struct_depth(t.value_type)
+    return 0
+
+
+# How DuckDB's to_json escapes a key (yyjson): the two-character escapes, other control characters
+# as upper-case \u00XX, the rest (non-ASCII included) as it is.
+_KEY_ESCAPES: dict[int, str] = {c: f"\\u{c:04X}" for c in range(0x20)} | {
+    ord('"'): '\\"',
+    ord("\\"): "\\\\",
+    ord("\b"): "\\b",
+    ord("\f"): "\\f",
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\t"): "\\t",
+}
+
+
+def _json_key(name: str) -> str:
+    """A key as DuckDB's to_json writes it, quotes included (then quoted as SQL by ``lit``)."""
+    return '"' + name.translate(_KEY_ESCAPES) + '"'
+
+
+def _all_present(members: list[Member]) -> str | None:
+    """SQL true when no member is NULL, at any depth; None when that cannot be told by a plain
+    condition (a list of structs inside)."""
+    checks: list[str] = []
+    for _, sql, t in members:
+        if pa.types.is_struct(t):
+            inner = _all_present([(f.name, f"struct_extract({sql}, {lit(f.name)})", f.type) for f in t])
+            if inner is None:
+                return None
+            checks += [f"{sql} IS NOT NULL", inner]
+        elif has_struct(t):
+            return None
+        else:
+            checks.append(f"{sql} IS NOT NULL")
+    return " AND ".join(checks) if checks else "TRUE"
+
+
+def source_sql(compiled: CompiledCopy, shape: ShapeSql = _NO_SHAPE) -> str:
     """What per-file queries read: INPUT_VIEW, plus the columns the pipe's expressions read beyond
     it: the file's name and scan time (bound as parameters, see ``query_params``) and, for Parquet, the
-    whole row as JSON."""
+    whole row as JSON; with ``shape.replace``, some file columns as the Parquet reader shows them."""
     extra = []
     if compiled.metadata:
         extra += [
@@ -138,9 +296,10 @@ def source_sql(compiled: CompiledCopy, row_sql: str) -> str:
             f"${_CONTENT_KEY_PARAM} AS {ident(CONTENT_KEY_COLUMN)}",
             f"CAST(${_LAST_MODIFIED_PARAM} AS TIMESTAMP) AS {ident(LAST_MODIFIED_COLUMN)}",
         ]
-    if row_sql:
-        extra.append(f"{row_sql} AS {ident(PARQUET_ROW_COLUMN)}")
-    return f"(SELECT *, {', '.join(extra)} FROM {INPUT_VIEW})" if extra else INPUT_VIEW
+    if shape.row:
+        extra.append(f"{shape.row} AS {ident(PARQUET_ROW_COLUMN)}")
+    star = f"* REPLACE ({', '.join(shape.replace)})" if shape.replace else "*"
+    return f"(SELECT {', '.join([star, *extra])} FROM {INPUT_VIEW})" if extra or shape.replace else INPUT_VIEW
 
 
 _NO_INFO = FileInfo(content_key="", last_modified="1970-01-01T00:00:00")
@@ -161,14 +320,14 @@ def query_params(
 
 
 def query_for(
-    compiled: CompiledCopy, inp: pa.Table, con: duckdb.DuckDBPyConnection, row_sql: str = ""
+    compiled: CompiledCopy, inp: pa.Table, con: duckdb.DuckDBPyConnection, shape: ShapeSql = _NO_SHAPE
 ) -> FileQuery:
     """Build (once per input shape) the per-file query; binding it checks every expression."""
-    key = inp.schema.to_string(show_schema_metadata=False) + "\x00" + row_sql
+    key = inp.schema.to_string(show_schema_metadata=False) + "\x00" + shape.key()
     cached = compiled.queries.get(key)
     if cached is not None:
         return cached
-    src = source_sql(compiled, row_sql)
+    src = source_sql(compiled, shape)
     probe_params = query_params(compiled, "", "1970-01-01T00:00:00+00:00")
     con.register(INPUT_VIEW, inp.schema.empty_table())
     try:

@@ -5,10 +5,8 @@ That it reads CSV as the loader does: tests/pipeline/formats/test_csv_header.py.
 from __future__ import annotations
 
 import bz2
-import gc
 import gzip
 import io
-import time
 import zlib
 from collections.abc import Callable
 
@@ -31,6 +29,7 @@ from floe.file_schema import (
     json_records,
     prefix,
 )
+from tests.cpu_time import cpu_seconds
 
 pytestmark = pytest.mark.unit
 
@@ -179,19 +178,6 @@ def test_parquet_and_orc_read_their_footers_only() -> None:
         file_columns(Bytes(b"not parquet at all"), FileFormat(type="PARQUET"), LIMITS)
 
 
-def _seconds(run: Callable[[], object]) -> float:
-    best = float("inf")
-    for _ in range(3):
-        gc.disable()
-        try:
-            started = time.perf_counter()
-            run()
-            best = min(best, time.perf_counter() - started)
-        finally:
-            gc.enable()
-    return best
-
-
 ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "quotes": lambda n: '"' * n,
     "unclosed quote": lambda n: '"' + "a" * n,
@@ -206,7 +192,8 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
 
 @pytest.mark.parametrize("case", list(ADVERSARIAL))
 def test_the_csv_sample_tokenizer_runs_in_linear_time(case: str) -> None:
-    """Doubling the text may not more than triple the time (ratios, not wall-clock limits)."""
+    """Doubling the text may not more than triple the CPU time (ratios of thread CPU time, not
+    wall-clock limits)."""
     fmt = FileFormat(field_delimiter="||", field_optionally_enclosed_by='"', escape="\\", trim_space=True)
 
     def reading(n: int) -> Callable[[], object]:
@@ -214,7 +201,7 @@ def test_the_csv_sample_tokenizer_runs_in_linear_time(case: str) -> None:
         return lambda: sum(1 for _ in CsvSample(fmt).records(text))
 
     for _ in range(2):  # other processes share the machine: a real super-linear case fails twice
-        small, large = _seconds(reading(40_000)), _seconds(reading(80_000))
+        small, large = cpu_seconds(reading(40_000)), cpu_seconds(reading(80_000))
         if large <= 3 * small + 0.005:
             return
     pytest.fail(f"{case}: super-linear: {small * 1000:.1f} ms, then {large * 1000:.1f} ms")

@@ -98,10 +98,11 @@ def test_entry_from_a_scripts_xrange_output() -> None:
 def test_spark_schemas_are_derived_from_the_task() -> None:
     """Safeguard: the source's schema only grows at its end (its checkpoint outlives a restart, and
     the query is stateless, so a new trailing column is read from the next batch on: `append`
-    came with Snowpipe Streaming); the task schema adds the partition before it."""
+    came with Snowpipe Streaming, `put_ms` with the metrics); the task schema adds the partition
+    before them."""
     base = "pipe_id string, path string, size long, received_ms long, stream_id string"
-    assert base + ", append string" == SOURCE_SCHEMA
-    assert base + ", part long, append string" == TASK_SCHEMA
+    assert base + ", append string, put_ms long" == SOURCE_SCHEMA
+    assert base + ", part long, append string, put_ms long" == TASK_SCHEMA
     assert WIRE_DDL == "kind string, pipe_id string, payload string"
 
 

@@ -1,5 +1,5 @@
-"""Large JSON and Parquet files loaded in parts, and Parquet's USE_VECTORIZED_SCANNER (helper H's
-area, decision 83).
+"""Large JSON and Parquet files loaded in parts, and Parquet's USE_VECTORIZED_SCANNER (decisions 83
+and 86).
 
 The session stack streams files over 8 MB in parts of 4 MB (tests/conftest.py), so the two large
 cases' files (about 9 MB each) load in three parts or so: their rows, row numbers and the history
@@ -91,6 +91,9 @@ PERSON = pa.table(
         ],
     }
 )
+# The same file as the default reader shows it (USE_VECTORIZED_SCANNER = FALSE), as documented.
+DEFAULT_MAP = '{"key_value":[{"key":"k1","value":"v1"},{"key":"k2","value":"v2"}]}'
+DEFAULT_PERSON = '{"name":"Adam","age":34,"phone_numbers":["1234567890","0987654321","6781234590"]}'
 
 CASES = [
     Case(
@@ -204,6 +207,48 @@ CASES = [
                 '"phone_numbers":["1234567890","0987654321",null,"6781234590"]}',
             )
         ],
+        history={"p.parquet": {"STATUS": "Loaded", "ROW_COUNT": 1}},
+    ),
+    Case(
+        id="parquet_default_reader_map_and_nulls",
+        source=(
+            f"{CIT} (USE_VECTORIZED_SCANNER = FALSE, the default: 'This option does not support Parquet "
+            'maps. The output of scanning a map type is "my_map": {"key_value": [{"key": "k1", "value": '
+            '"v1"}, {"key": "k2", "value": "v2"}]}\', and \'does not explicitly show NULL values\': '
+            '"person" without "nickname", and "phone_numbers" without the null; the documented example)'
+        ),
+        columns="my_map VARIANT, person VARIANT, first_value VARCHAR",
+        copy=(
+            "FROM (SELECT $1:my_map, $1:person, $1:my_map:key_value[0]:value FROM @{stage}) "
+            "FILE_FORMAT = (TYPE = PARQUET)"
+        ),
+        files={"p.parquet": _parquet(PERSON)},
+        rows=[(DEFAULT_MAP, DEFAULT_PERSON, "v1")],
+        history={"p.parquet": {"STATUS": "Loaded", "ROW_COUNT": 1}},
+    ),
+    Case(
+        id="parquet_default_reader_whole_row",
+        source=(
+            f"{CIT} (USE_VECTORIZED_SCANNER = FALSE: the map as key_value entries and NULL values not "
+            "shown, in $1 too; semi-structured data: a plain COPY loads each record into one VARIANT column)"
+        ),
+        columns="src VARIANT",
+        copy="FROM @{stage} FILE_FORMAT = (TYPE = PARQUET USE_VECTORIZED_SCANNER = FALSE)",
+        files={"p.parquet": _parquet(PERSON)},
+        rows=[('{"my_map":' + DEFAULT_MAP + ',"person":' + DEFAULT_PERSON + "}",)],
+        history={"p.parquet": {"STATUS": "Loaded", "ROW_COUNT": 1}},
+    ),
+    Case(
+        id="parquet_default_reader_match_by_column_name",
+        source=(
+            f"{CIT} (USE_VECTORIZED_SCANNER = FALSE, the default: the map as key_value entries and NULL "
+            "values not shown; MATCH_BY_COLUMN_NAME = CASE_INSENSITIVE loads each file column into the "
+            "table column of its name)"
+        ),
+        columns="MY_MAP VARIANT, PERSON VARIANT",
+        copy="FROM @{stage} FILE_FORMAT = (TYPE = PARQUET) MATCH_BY_COLUMN_NAME = CASE_INSENSITIVE",
+        files={"p.parquet": _parquet(PERSON)},
+        rows=[(DEFAULT_MAP, DEFAULT_PERSON)],
         history={"p.parquet": {"STATUS": "Loaded", "ROW_COUNT": 1}},
     ),
 ]

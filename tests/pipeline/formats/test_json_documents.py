@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
+from functools import partial
 from typing import Any
 
 import orjson
@@ -16,6 +16,7 @@ from floe.errors import FileLoadError
 from floe.streaming.rows import parse_rows
 from pipeline.formats import FileParseError, RawFile, read_checked_lines, read_raw
 from pipeline.formats.json_documents import octal_to_decimal
+from tests.cpu_time import cpu_seconds
 
 pytestmark = pytest.mark.unit
 
@@ -204,15 +205,11 @@ def test_enable_octal_leaves_strings_with_escaped_quotes_alone() -> None:
 def test_octal_rewrite_is_linear_on_adversarial_text() -> None:
     """Safeguard: ENABLE_OCTAL's scan sees user data; its regex and string skipping are linear."""
 
-    def seconds(text: str) -> float:
-        started = time.perf_counter()
-        octal_to_decimal(text)
-        return time.perf_counter() - started
-
     for unit in ("0" * 7 + "8 ", '"\\', "-0", "07."):
         small, large = unit * 20_000, unit * 40_000
-        t_small, t_large = min(seconds(small) for _ in range(3)), min(seconds(large) for _ in range(3))
-        assert t_large <= 3 * t_small + 0.05, (unit, t_small, t_large)
+        t_small = cpu_seconds(partial(octal_to_decimal, small))
+        t_large = cpu_seconds(partial(octal_to_decimal, large))
+        assert t_large <= 3 * t_small + 0.005, (unit, t_small, t_large)
 
 
 def test_multi_line_false_makes_a_document_spanning_lines_an_error() -> None:

@@ -15,7 +15,15 @@ from floe.catalog.models import FileFormat
 from floe.errors import FileLoadError
 from pipeline.chunks import PartTooLarge
 from pipeline.formats import read_raw
-from pipeline.formats.parquet_rows import _as_integer, _as_ltz, _as_ntz, _leaf_rule
+from pipeline.formats.parquet_rows import (
+    _as_integer,
+    _as_ltz,
+    _as_ntz,
+    _leaf_rule,
+    open_parquet,
+    read_parquet_groups,
+    reader_shapes,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -231,3 +239,130 @@ def test_use_logical_type_rules_for_every_row_of_snowflakes_table(
     kind: str, utc: bool, unit: str, converted: bool, logical: bool, expected: str
 ) -> None:
     assert _rule(kind, utc, unit, converted, logical) == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# USE_VECTORIZED_SCANNER = FALSE (the default): maps as key_value entries, lists without NULLs
+
+STR_INT = pa.map_(pa.string(), pa.int64())
+MAPS = parquet_of(
+    m=pa.array([[("k1", 1), ("k2", None)], None, []], STR_INT),
+    inside=pa.array(
+        [{"m": [("a", [1, None])], "n": 1}, {"m": None, "n": None}, None],
+        pa.struct([("m", pa.map_(pa.string(), pa.list_(pa.int64()))), ("n", pa.int64())]),
+    ),
+    listed=pa.array([[[("x", 1)], None, []], None, [None]], pa.list_(STR_INT)),
+    deep=pa.array([[("o", [("i", 2)])], None, None], pa.map_(pa.string(), STR_INT)),
+)
+
+
+def _entries(*pairs: tuple[object, object]) -> dict[str, object]:
+    return {"key_value": [{"key": k, "value": v} for k, v in pairs]}
+
+
+def test_default_reader_shows_a_map_as_its_key_value_entries_at_any_depth() -> None:
+    """copy-into-table, USE_VECTORIZED_SCANNER = FALSE: 'The output of scanning a map type is
+    "my_map": {"key_value": [{"key": "k1", "value": "v1"}, ...]}'; a map in a struct, in a list and
+    in another map's values alike. A NULL map stays NULL; a NULL list element is left out."""
+    assert read(MAPS) == [
+        {
+            "m": _entries(("k1", 1), ("k2", None)),
+            "inside": {"m": _entries(("a", [1])), "n": 1},
+            "listed": [_entries(("x", 1)), _entries()],
+            "deep": _entries(("o", _entries(("i", 2)))),
+        },
+        {"m": None, "inside": {"m": None, "n": None}, "listed": None, "deep": None},
+        {"m": _entries(), "inside": None, "listed": [], "deep": None},
+    ]
+
+
+def test_vectorized_scanner_keeps_maps_and_null_list_elements() -> None:
+    """USE_VECTORIZED_SCANNER = TRUE: a map reads as an object (DuckDB's to_json of a MAP writes
+    one), and the documented example keeps the NULL phone number."""
+    rows = read(MAPS, use_vectorized_scanner=True)
+    assert rows[0]["m"] == [("k1", 1), ("k2", None)]
+    assert rows[0]["listed"] == [[("x", 1)], None, []]
+    assert rows[0]["inside"] == {"m": [("a", [1, None])], "n": 1}
+
+
+def test_default_reader_leaves_null_list_elements_out_at_any_depth() -> None:
+    """The documented example of USE_VECTORIZED_SCANNER = FALSE: "phone_numbers": ["1234567890",
+    "0987654321", "6781234590"], where the scanner shows the NULL between them."""
+    data = parquet_of(
+        phones=pa.array([["1234567890", "0987654321", None, "6781234590"], None, [None, None]]),
+        grid=pa.array([[[1, None], None, [None]], [], None]),
+        people=pa.array([[{"n": "a"}, None, {"n": None}], None, [None]]),
+    )
+    assert read(data) == [
+        {
+            "phones": ["1234567890", "0987654321", "6781234590"],
+            "grid": [[1], []],
+            "people": [{"n": "a"}, {"n": None}],
+        },
+        {"phones": None, "grid": [], "people": None},
+        {"phones": [], "grid": None, "people": []},
+    ]
+    assert read(data, use_vectorized_scanner=True)[0]["phones"] == [
+        "1234567890",
+        "0987654321",
+        None,
+        "6781234590",
+    ]
+
+
+def test_reader_shapes_of_a_sliced_array_index_its_own_rows() -> None:
+    """A chunk can be a slice of its arrays (its offsets do not start at 0): the NULLs left out and
+    the map entries must be the slice's."""
+    lists = pa.array([[None, 1], [2, None, 3], None, [None]]).slice(1, 3)
+    maps = pa.array([[("a", 1)], [("b", None), ("c", 3)], None, [("d", 4)]], STR_INT).slice(1, 3)
+    table = reader_shapes(pa.table({"l": lists, "m": maps}))
+    assert table.to_pylist() == [
+        {"l": [2, 3], "m": _entries(("b", None), ("c", 3))},
+        {"l": None, "m": None},
+        {"l": [], "m": _entries(("d", 4))},
+    ]
+
+
+def test_reader_shapes_keeps_columns_without_maps_or_null_elements_as_they_are() -> None:
+    """Flat columns, and lists with no NULL element, pay nothing: the same buffers come back."""
+    table = pa.table({"id": [1, 2], "s": [{"a": 1}, None], "l": [[1], [2, 3]]})
+    shaped = reader_shapes(table)
+    assert shaped.to_pylist() == table.to_pylist()
+    for name in table.column_names:
+        before, after = table.column(name).chunk(0), shaped.column(name).chunk(0)
+        assert [b.address if b else None for b in after.buffers()] == [
+            b.address if b else None for b in before.buffers()
+        ]
+
+
+def test_parts_of_a_file_read_as_the_whole_file() -> None:
+    """A large file is read a few row groups at a time through the same function."""
+    buf = io.BytesIO()
+    table = pa.table(
+        {
+            "m": pa.array([[("k", i)] if i % 3 else None for i in range(30)], STR_INT),
+            "l": pa.array([[i, None] for i in range(30)]),
+        }
+    )
+    pq.write_table(table, buf, row_group_size=7)
+    fmt = FileFormat(type="PARQUET")
+    whole = read_raw(buf.getvalue(), fmt, path="f.parquet").table.to_pylist()
+    parquet = open_parquet(pa.BufferReader(buf.getvalue()), "f.parquet")
+    parts = [read_parquet_groups(parquet, [g], fmt, "f.parquet").table.to_pylist() for g in range(5)]
+    assert [row for part in parts for row in part] == whole
+    assert whole[1] == {"m": _entries(("k", 1)), "l": [1]}
+
+
+def test_chunks_with_and_without_null_elements_keep_one_column_type() -> None:
+    """A chunk whose lists hold no NULL is kept as read, another is rebuilt: both must keep the
+    fields' nullability and metadata (a writer's field ids), or the column's chunks would not join."""
+    inner = pa.field("l", pa.list_(pa.int64()), nullable=False, metadata={b"PARQUET:field_id": b"7"})
+    struct = pa.struct([inner, pa.field("n", pa.int64())])
+    column = pa.chunked_array(
+        [pa.array([{"l": [1, 2], "n": 1}], struct), pa.array([{"l": [3, None], "n": None}], struct)]
+    )
+    shaped = reader_shapes(pa.table({"s": column})).column("s")
+    assert shaped.num_chunks == 2
+    assert shaped.to_pylist() == [{"l": [1, 2], "n": 1}, {"l": [3], "n": None}]
+    assert shaped.type == struct
+    assert shaped.type.field("l").metadata == {b"PARQUET:field_id": b"7"}

@@ -159,3 +159,20 @@ def test_a_parquet_path_key_with_a_quote_is_a_key() -> None:
     out, result = load(compiled, data, "f.parquet")
     assert result.status == "LOADED", result
     assert out == [{"V": "v'"}]
+
+
+def test_array_size_counts_an_array_and_is_null_for_anything_else() -> None:
+    """ARRAY_SIZE of a path (JSON) and of a Parquet list column: "If the input is not an array, the
+    function returns NULL" (Snowflake, ARRAY_SIZE); DuckDB's array_length takes lists only."""
+    sizes = Table(name="D.S.SIZES", columns=[Column(name="N", type="NUMBER")])
+    compiled = compile_for(sizes, select=["ARRAY_SIZE($1:a.b)"], type="JSON")
+    values = ["[1, 2, 3]", "[]", '"text"', '{"k": 1}']
+    docs = "".join(f'{{"a": {{"b": {v}}}}}\n' for v in values).encode() + b'{"a": 1}\n'
+    out, result = load(compiled, docs, "f.json")
+    assert result.status == "LOADED", result
+    assert [row["N"] for row in out] == [3, 0, None, None, None]
+    file = parquet_bytes(pa.table({"l": pa.array([[1, 2], [], None], pa.list_(pa.int64()))}))
+    compiled = compile_for(sizes, select=["ARRAY_SIZE($1:l)"], type="PARQUET")
+    out, result = load(compiled, file, "f.parquet")
+    assert result.status == "LOADED", result
+    assert [row["N"] for row in out] == [2, 0, None]
