@@ -185,6 +185,18 @@ class Stack:
             restarted.append(name)
         return restarted
 
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run `floe <args>` in a process of its own, as a user runs it, against this stack."""
+        return subprocess.run(
+            [str(VENV_BIN / "floe"), *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
     def log_text(self, name: str) -> str:
         """Everything a process logged."""
         path = self.logs / f"{name}.log"

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from bench.harness import unique
-from tests.conftest import ROOT, VENV_BIN, Stack
+from tests.conftest import ROOT, Stack
 
 pytestmark = pytest.mark.e2e
 
@@ -80,15 +79,7 @@ def shots(tmp_path: Path) -> Path:
 
 def floe_console(stack: Stack) -> str:
     """The link `floe console` prints, run as a user runs it (as the stack's admin)."""
-    done = subprocess.run(
-        [str(VENV_BIN / "floe"), "console"],
-        cwd=ROOT,
-        env=stack.env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = stack.cli("console")
     assert done.returncode == 0, done.stderr
     link = done.stdout.strip()
     assert re.fullmatch(r"https?://[^\s]+/console/signin\?code=[\w-]{40,}", link), link

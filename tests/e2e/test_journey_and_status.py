@@ -6,14 +6,13 @@ with one grep of its name (README, "Logs, progress and `floe status`"), and the 
 from __future__ import annotations
 
 import json
-import subprocess
 from typing import Any
 
 import pytest
 from snowflake.ingest import StagedFile
 
 from floe.keypair import new_private_key, private_key_pem, public_key_body
-from tests.conftest import ROOT, VENV_BIN, Stack, unique, wait_until
+from tests.conftest import Stack, unique, wait_until
 from tests.e2e.test_autoingest import csv_file, done, make_pipe
 from tests.e2e.test_snowpipe_sdk import manager, rest_pipe
 
@@ -92,15 +91,7 @@ def test_an_insertfiles_journey_starts_in_the_api_log(stack: Stack, bucket: str,
 
 def floe_status(stack: Stack, *args: str) -> dict[str, Any]:
     """The real `floe status --json`, in a process of its own as a user runs it."""
-    run = subprocess.run(
-        [str(VENV_BIN / "floe"), "status", "--json", *args],
-        cwd=ROOT,
-        env=stack.env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    run = stack.cli("status", "--json", *args)
     assert run.returncode == 0, run.stderr
     assert run.stdout.count("\n") == 1, run.stdout  # one JSON object, nothing else
     return dict(json.loads(run.stdout))
