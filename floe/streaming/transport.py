@@ -139,6 +139,7 @@ class HttpxTransport:
         self.base_url = base_url.rstrip("/")
         # With TLS only the given CA (or the system's store) vouches for the API; never unverified.
         self._client = httpx.Client(base_url=self.base_url, verify=context or True, timeout=timeout_s)
+        self._closed = False
 
     def request(
         self,
@@ -171,10 +172,17 @@ class HttpxTransport:
             raise StreamingUnavailable(
                 f"the Floe API at {self.base_url} did not answer ({type(exc).__name__}: {exc})"
             ) from exc
+        if self._closed:
+            # A request that raced close() can open a connection after the pool was emptied, and
+            # nothing else would ever close it.
+            stream = resp.extensions.get("network_stream")
+            if stream is not None:
+                stream.close()
         return resp.status_code, resp.headers, resp.content
 
     def close(self) -> None:
-        """Release connections."""
+        """Release connections; a request still in flight closes its own when it returns."""
+        self._closed = True  # before the pool closes, so a racing request sees it when it returns
         self._client.close()
 
 

@@ -11,11 +11,13 @@ import threading
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import accumulate
 from typing import Any
 from unittest import mock
 from urllib.parse import parse_qs, unquote
 
+import httpcore
 import httpx
 import jwt
 import orjson
@@ -553,6 +555,54 @@ def test_httpx_transport_turns_a_refused_connection_into_unavailable() -> None:
     with pytest.raises(StreamingUnavailable, match=r"cannot reach the Floe API at http://floe\.test:1"):
         transport.request("GET", wire.HOSTNAME_PATH)
     transport.close()
+
+
+def test_a_request_that_races_close_does_not_leave_its_connection_open() -> None:
+    """close() lands while a request is between httpx's open-client check and the pool: the pool
+    then opens a connection it no longer tracks (seen as an unclosed socket in the chaos suite)."""
+    ended = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: only the client closes the connection
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def finish(self) -> None:
+            super().finish()
+            ended.set()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    transport = HttpxTransport(f"http://127.0.0.1:{server.server_address[1]}", None)
+    entered, closed = threading.Event(), threading.Event()
+    original = httpcore.ConnectionPool.handle_request
+
+    def late(pool: httpcore.ConnectionPool, request: httpcore.Request) -> httpcore.Response:
+        entered.set()
+        assert closed.wait(10)
+        return original(pool, request)
+
+    answers: list[int] = []
+    try:
+        with mock.patch.object(httpcore.ConnectionPool, "handle_request", late):
+            sender = threading.Thread(target=lambda: answers.append(transport.request("GET", "/")[0]))
+            sender.start()
+            assert entered.wait(10), "the request never reached the pool"
+            transport.close()
+            closed.set()
+            sender.join(10)
+        assert answers == [200], "the request must have been sent after close(), on a new connection"
+        assert ended.wait(10), "the connection opened after close() was left open"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.mark.parametrize(
