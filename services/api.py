@@ -472,20 +472,19 @@ def create_app(settings: Settings, client: RedisClient | None = None) -> FastAPI
     keys = Keys(settings.redis.prefix)
     catalog = Catalog(rclient, keys)
     ensure_admin(settings, catalog)
-    executor = SqlExecutor(settings, rclient)
+    process_metrics = ApiProcessMetrics.create()
+    executor = SqlExecutor(settings, rclient, process_metrics.files)
     authenticator = Authenticator(settings.auth, settings.account, catalog)
     limiter = RateLimiter(settings.auth.rate_limit_per_s, settings.auth.rate_limit_burst)
     sql_limiter = RateLimiter(settings.auth.sql_rate_limit_per_s, settings.auth.sql_rate_limit_burst)
     failed_logins = RateLimiter(settings.auth.failed_auth_per_s, settings.auth.failed_auth_burst)
     sql_threads = anyio.CapacityLimiter(settings.query.max_concurrent)
-    process_metrics = ApiProcessMetrics.create()
     snowpipe = SnowpipeService(
         rclient,
         keys,
         catalog,
-        Deduper(rclient, keys, settings.retention_seconds),
+        Deduper(rclient, keys, settings.retention_seconds, process_metrics.files),
         Defaults(settings.database, settings.schema_name),
-        process_metrics.files,
     )
     app.include_router(router(snowpipe, authenticator, limiter))
     secret = create_private_file(settings.auth.scoped_token_key_file, lambda: secrets.token_bytes(32))

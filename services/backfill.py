@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from floe.aws import AWS_ERRORS
@@ -29,6 +30,7 @@ from floe.aws import client as aws_client
 from floe.catalog import Catalog, Pipe, now_ms
 from floe.catalog.locations import refusal
 from floe.keys import Keys, RedisClient
+from floe.metrics import FileFlow
 from floe.settings import Settings
 from services.dedup import Deduper, FileRef, PipeRetired, Refreshed
 
@@ -45,18 +47,31 @@ return 0
 """
 
 
-def list_staged(s3: Any, pipe: Pipe, prefix: str, since: dt.datetime) -> list[FileRef]:
+LISTING_PAGE_KEYS = 1000
+"""Keys per page of a listing: S3's largest page, and a REFRESH's unit of progress."""
+
+
+def staged_pages(s3: Any, pipe: Pipe, prefix: str, since: dt.datetime) -> Iterator[list[FileRef]]:
     """The objects under the pipe's location plus ``prefix`` (a key prefix, appended to the pipe's
     path as Snowflake's PREFIX is) last modified at or after ``since`` that pass its PATTERN, as
-    stage-relative paths with their sizes, in key order. S3's errors pass through."""
+    stage-relative paths with their sizes, in key order: a list per page of S3's listing (up to
+    1,000 keys). S3's errors pass through."""
     key_prefix = pipe.prefix + prefix.lstrip("/")
-    files: list[FileRef] = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=pipe.bucket, Prefix=key_prefix):
+    paging = {"PageSize": LISTING_PAGE_KEYS}
+    for page in s3.get_paginator("list_objects_v2").paginate(
+        Bucket=pipe.bucket, Prefix=key_prefix, PaginationConfig=paging
+    ):
+        files: list[FileRef] = []
         for obj in page.get("Contents", ()):
             rel = pipe.relative_path(obj["Key"])
             if obj["LastModified"] >= since and rel is not None and pipe.matches(rel):
                 files.append(FileRef(rel, int(obj["Size"])))
-    return files
+        yield files
+
+
+def list_staged(s3: Any, pipe: Pipe, prefix: str, since: dt.datetime) -> list[FileRef]:
+    """Every file of ``staged_pages``."""
+    return [f for page in staged_pages(s3, pipe, prefix, since) for f in page]
 
 
 def backfill_since(pipe: Pipe, now: dt.datetime, retention_s: int) -> dt.datetime:
@@ -73,14 +88,22 @@ def backfill_since(pipe: Pipe, now: dt.datetime, retention_s: int) -> dt.datetim
 class Backfiller:
     """Lists the pipes whose backfill is due and queues what they missed; one per consumer process."""
 
-    def __init__(self, settings: Settings, client: RedisClient, catalog: Catalog, holder: str) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        client: RedisClient,
+        catalog: Catalog,
+        holder: str,
+        flow: FileFlow | None = None,
+    ) -> None:
         self.settings = settings
         self.keys = Keys(settings.redis.prefix)
         self.redis = client
         self.catalog = catalog
         self.holder = holder
         """Names this process in the leases it takes."""
-        self.deduper = Deduper(client, self.keys, settings.retention_seconds)
+        self.deduper = Deduper(client, self.keys, settings.retention_seconds, flow)
+        """Queues what a listing found missing, counted on the consumer's ``flow``."""
         self._take = client.register_script(_TAKE)
         self._s3: Any = None
 

@@ -55,16 +55,16 @@ class Consumer:
         self.redis = client or settings.redis.client()
         self.keys = Keys(settings.redis.prefix)
         self.catalog = Catalog(self.redis, self.keys)
-        self.deduper = Deduper(self.redis, self.keys, settings.retention_seconds)
+        self.metrics = metrics or ConsumerMetrics.create()
+        self.deduper = Deduper(self.redis, self.keys, settings.retention_seconds, self.metrics.files)
         self.stopping = asyncio.Event()
         self.faults = Faults(settings.faults)
         self.handled = 0
-        self.metrics = metrics or ConsumerMetrics.create()
         self._dlq: tuple[Any, str] | None = None
         # Names this process in the leases that let one consumer at a time backfill a pipe or send
         # its error notifications.
         holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.backfiller = Backfiller(settings, self.redis, self.catalog, holder)
+        self.backfiller = Backfiller(settings, self.redis, self.catalog, holder, self.metrics.files)
         self.notifier = ErrorNotifier(settings, self.redis, self.catalog, holder)
 
     def handle_bodies(self, bodies: list[str]) -> list[int | MalformedMessage]:
@@ -161,7 +161,6 @@ class Consumer:
             forwarded[pipe.id] = files[-1].path
             # The Deduper logs each file, enqueued or skipped (its journey's first line).
             flags = self.deduper.enqueue(pipe, files, source="notification")
-            self.metrics.files.record(pipe.name, "notification", flags)
             for new, owner in zip(flags, owners, strict=True):
                 count = outcomes[owner]
                 if isinstance(count, int):

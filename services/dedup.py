@@ -22,6 +22,7 @@ from floe.catalog import Pipe, now_ms
 from floe.errors import TerminalError
 from floe.history import FileState, SkipRecord, Status, record_skips, states_of
 from floe.keys import Keys, RedisClient, one_slot
+from floe.metrics import FileFlow
 from floe.records import Origin, QueueEntry
 
 log = logging.getLogger("floe.dedup")
@@ -171,12 +172,15 @@ class _StateTemplate:
 
 
 class Deduper:
-    """Runs the dedup-and-enqueue script."""
+    """Runs the dedup-and-enqueue script, and counts what it let in on ``flow`` (when given)."""
 
-    def __init__(self, client: RedisClient, keys: Keys, retention_seconds: int) -> None:
+    def __init__(
+        self, client: RedisClient, keys: Keys, retention_seconds: int, flow: FileFlow | None = None
+    ) -> None:
         self._r = client
         self._keys = keys
         self._ttl = retention_seconds
+        self._flow = flow
         self._script = client.register_script(_SCRIPT)
         self._refresh = client.register_script(_REFRESH)
 
@@ -209,7 +213,10 @@ class Deduper:
             )
         if not all(flags):
             self._note_skips(pipe, [f for f, new in zip(files, flags, strict=True) if not new], now, source)
-        return [bool(x) for x in flags]
+        enqueued = [bool(x) for x in flags]
+        if self._flow is not None:
+            self._flow.record(pipe.name, source, enqueued)
+        return enqueued
 
     def _note_skips(self, pipe: Pipe, seen: list[FileRef], now: int, source: Origin) -> None:
         """Record a "Load skipped" for each file sent again after its load with another size: the
@@ -263,6 +270,11 @@ class Deduper:
                     _REFRESHED[what],
                     extra={"pipe": pipe.name, "file": f.path, "step": _STEP[what], "source": source},
                 )
+            if self._flow is not None:
+                sent = [what is not Refreshed.SKIPPED for what in done]
+                # A backfill lists the whole stage every interval: only what it found missing was
+                # received, or the counter would grow by the stage's size each time.
+                self._flow.record(pipe.name, source, [True] * sum(sent) if source == "backfill" else sent)
             out += done
         return out
 

@@ -12,7 +12,7 @@ import datetime as dt
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 import redis
@@ -25,7 +25,6 @@ from floe.catalog.ddl import Defaults, qualify
 from floe.errors import AuthenticationFailed, FloeError, ObjectNotFound
 from floe.history import FileState, iso_utc, read_states, states_of
 from floe.keys import Keys, RedisClient
-from floe.metrics import FileFlow, new_registry
 from floe.records import QueueEntry
 from services.access import Need, authorize
 from services.answers import RestError, Throttled, answer_for
@@ -159,8 +158,6 @@ class SnowpipeService:
     catalog: Catalog
     deduper: Deduper
     defaults: Defaults
-    files: FileFlow = field(default_factory=lambda: FileFlow(new_registry()))
-    """Counts insertFiles' files per pipe (``floe_files_received_total{source="rest"}``, enqueued)."""
 
     def pipe(self, name: str) -> Pipe:
         """The pipe a URL names (db.schema.pipe, quoted parts kept); 404 if there is none."""
@@ -196,7 +193,6 @@ class SnowpipeService:
             else:
                 unmatched.append(f.path)
         flags = self.deduper.enqueue(pipe, matched, source="rest")
-        self.files.record(pipe.name, "rest", flags)
         skipped = [f for f, new in zip(matched, flags, strict=True) if not new]
         log.info(
             "insertFiles: %d enqueued, %d already seen, %d unmatched",

@@ -7,10 +7,12 @@ its check. What each statement needs is Snowflake's rule (docs/architecture.md, 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import itertools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -80,6 +82,7 @@ from floe.catalog.schema import TableStore, apply_change, describe_table
 from floe.channels import ChannelStore
 from floe.errors import CompilationError, ObjectNotFound, PermissionDenied, SqlError
 from floe.keys import Keys, RedisClient, one_slot, scan_keys
+from floe.metrics import FileFlow
 from floe.settings import Settings
 from services.access import (
     MODELS,
@@ -94,7 +97,7 @@ from services.access import (
     visible,
 )
 from services.auth import Principal
-from services.backfill import LISTING_WINDOW, list_staged
+from services.backfill import LISTING_WINDOW, staged_pages
 from services.dedup import Deduper, FileRef, PipeRetired, Refreshed, retire_pipe
 from services.error_notifications import skip_past_events
 from services.external_calls import pipe_functions
@@ -226,10 +229,12 @@ def _parts(name: str) -> list[str]:
 class SqlExecutor:
     """One instance per API process."""
 
-    def __init__(self, settings: Settings, client: RedisClient) -> None:
+    def __init__(self, settings: Settings, client: RedisClient, flow: FileFlow | None = None) -> None:
         self.settings = settings
         self.redis = client
         self.keys = Keys(settings.redis.prefix)
+        self.refresher = Deduper(client, self.keys, settings.retention_seconds, flow)
+        """Queues REFRESH's files, counted on the process's ``flow`` (the API's, when it serves)."""
         self.catalog = Catalog(client, self.keys)
         self.defaults = Defaults(settings.database, settings.schema_name)
         self._queue_arn: str | None = None
@@ -350,6 +355,8 @@ class SqlExecutor:
                 principal = principal.acting_as(None, secondary=stmt.all)
             if sink is not None and n == len(texts) and isinstance(stmt, Query):
                 return self._query(stmt, principal, sink)
+            if sink is not None and n == len(texts) and isinstance(stmt, AlterPipeRefresh):
+                return self._refresh_pipe(stmt, principal, sink)
             result = handlers[type(stmt)](stmt, principal)
         if result is None:
             raise CompilationError("empty SQL statement")
@@ -1461,14 +1468,20 @@ class SqlExecutor:
             self.catalog.put(pipe.model_copy(update=update))
         return status("Statement executed successfully.")
 
-    def _refresh_pipe(self, s: AlterPipeRefresh, principal: Principal) -> Result:
+    def _refresh_pipe(self, s: AlterPipeRefresh, principal: Principal, sink: RowSink | None = None) -> Result:
         """Queue the files staged under the pipe's location in the last 7 days that it has not seen,
         and again the ones whose load failed; one row per file listed, SENT or SKIPPED. A paused
-        pipe queues them too: they load when it resumes."""
+        pipe queues them too: they load when it resumes.
+
+        With a ``sink``, each page of the stage's listing goes to it once queued, so a client sees
+        the REFRESH's progress (the Result returned then has no rows)."""
         name = str(s.name)
         absent = find(self.catalog, "PIPE", name) is None
         if s.if_exists and absent and may_know_absence(self.catalog, principal, "PIPE", name):
-            return status("Statement executed successfully.")
+            answer = status("Statement executed successfully.")
+            if sink is not None:
+                send_result(sink, answer, self.settings.query.page_rows, self.settings.query.timeout_s)
+            return answer
         # Snowflake's OPERATE: view, pause or resume, and refresh the pipe (its owner holds it too).
         self._authorize(principal, Need("PIPE", name, ("OPERATE", "OWNERSHIP")))
         pipe = self.catalog.get(Pipe, name)
@@ -1488,42 +1501,62 @@ class SqlExecutor:
         # storage integration does not admit any more.
         if (reason := refusal(self.catalog, self.settings, pipe)) is not None:
             raise PermissionDenied(f"SQL access control error:\n{reason}")
+        with contextlib.closing(self._refreshed(s, pipe)) as pages:
+            if sink is None:
+                return Result(list(REFRESH_COLUMNS), [row for page in pages for row in page])
+            # The first page is listed before the answer starts: a stage S3 refuses fails before it.
+            first = next(pages, [])
+            sink.start(list(REFRESH_COLUMNS))
+            for page in itertools.chain([first], pages):
+                try:
+                    if page:
+                        sink.page(page, self.settings.query.timeout_s)
+                except TimeoutError:
+                    raise SqlError(
+                        "The client stopped reading the answer of ALTER PIPE ... REFRESH; the files "
+                        "listed so far are queued.",
+                        code="000604",
+                        sql_state="57014",
+                    ) from None
+        return Result(list(REFRESH_COLUMNS), [])
+
+    def _refreshed(self, s: AlterPipeRefresh, pipe: Pipe) -> Generator[list[list[Any]], None, None]:
+        """Queue each page of the stage's listing in turn, and yield its rows; log the totals."""
         now = dt.datetime.fromtimestamp(now_ms() / 1000, tz=dt.UTC)
-        files = self._staged(pipe, s.prefix, refresh_since(s.modified_after, now))
-        try:
-            done = Deduper(self.redis, self.keys, self.settings.retention_seconds).refresh(
-                pipe, files, source="refresh"
-            )
-        except PipeRetired as exc:
-            raise SqlError(
-                f"Pipe {s.name.name} was dropped or replaced while ALTER PIPE ... REFRESH queued its files; "
-                "run it again on the pipe as it is now.",
-                code="002003",
-                sql_state="02000",
-            ) from exc
-        retried = sum(r is Refreshed.RETRIED for r in done)
-        skipped = sum(r is Refreshed.SKIPPED for r in done)
+        listed = retried = skipped = 0
+        with contextlib.closing(self._staged(pipe, s.prefix, refresh_since(s.modified_after, now))) as pages:
+            for files in pages:
+                try:
+                    done = self.refresher.refresh(pipe, files, source="refresh")
+                except PipeRetired as exc:
+                    raise SqlError(
+                        f"Pipe {s.name.name} was dropped or replaced while ALTER PIPE ... REFRESH queued "
+                        "its files; run it again on the pipe as it is now.",
+                        code="002003",
+                        sql_state="02000",
+                    ) from exc
+                listed += len(done)
+                retried += sum(r is Refreshed.RETRIED for r in done)
+                skipped += sum(r is Refreshed.SKIPPED for r in done)
+                yield [
+                    [f.path, "SKIPPED" if r is Refreshed.SKIPPED else "SENT"]
+                    for f, r in zip(files, done, strict=True)
+                ]
         log.info(
             "REFRESH: %d files sent (%d of them after a failed load), %d skipped",
-            len(done) - skipped,
+            listed - skipped,
             retried,
             skipped,
             extra={"pipe": pipe.name},
         )
-        rows = [
-            [f.path, "SKIPPED" if r is Refreshed.SKIPPED else "SENT"]
-            for f, r in zip(files, done, strict=True)
-        ]
-        return Result(list(REFRESH_COLUMNS), rows)
 
-    def _staged(self, pipe: Pipe, prefix: str, since: dt.datetime) -> list[FileRef]:
-        """The objects under the pipe's location plus ``prefix`` (a key prefix: Snowflake appends
-        it to the pipe's path) last modified at or after ``since`` that pass its PATTERN, as
-        stage-relative paths with their sizes, in key order."""
+    def _staged(self, pipe: Pipe, prefix: str, since: dt.datetime) -> Generator[list[FileRef], None, None]:
+        """``staged_pages`` of the pipe's location plus ``prefix`` (a key prefix: Snowflake appends
+        it to the pipe's path), with S3's errors as the statement's."""
         key_prefix = pipe.prefix + prefix.lstrip("/")
         s3 = aws_client(self.settings.aws, "s3")
         try:
-            files = list_staged(s3, pipe, prefix, since)  # the listing a backfill makes too
+            yield from staged_pages(s3, pipe, prefix, since)  # the listing a backfill makes too
         except s3.exceptions.NoSuchBucket as exc:
             raise SqlError(
                 f"Stage bucket '{pipe.bucket}' does not exist; create it first (aws s3 mb s3://{pipe.bucket}).",
@@ -1537,7 +1570,6 @@ class SqlExecutor:
             ) from exc
         finally:
             s3.close()  # a client per statement: its pooled connections go with it
-        return files
 
     # ------------------------------------------------------------------------------ sessions
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from io import StringIO
 from typing import Any
 
@@ -213,23 +214,24 @@ class FakeSql:
         if statement.startswith("SHOW PIPES"):
             return SHOWN
         if statement.startswith("SELECT SYSTEM$PIPE_STATUS"):
-            name = statement.split("'")[1]
-            status = STATUSES[name]
-            if isinstance(status, str):
-                raise StatementRejected(status)
-            return [{"S": json.dumps(status)}]
+            # One call or many in one SELECT; any refused refuses the statement, as in Floe.
+            row: dict[str, Any] = {}
+            for name, alias in re.findall(r"SYSTEM\$PIPE_STATUS\('([^']*)'\) AS (\w+)", statement):
+                status = STATUSES[name]
+                if isinstance(status, str):
+                    raise StatementRejected(status)
+                row[alias] = json.dumps(status)
+            return [row]
         if "'FLOE.PUBLIC.HIDDEN'" in statement:
             raise StatementRejected("003001 (42501): Insufficient privileges on table HIDDEN")
-        table = statement.split("TABLE_NAME => '")[1].split("'")[0].rsplit(".", 1)[1]
-        pipe = {"ORDERS": "ORDERS", "EVENTS": "EVENTS"}[table]
-        rows = (
-            COUNTS
-            if statement.startswith(
-                "SELECT PIPE_CATALOG_NAME AS D, PIPE_SCHEMA_NAME AS S, PIPE_NAME AS P, STATUS"
-            )
-            else ERRORS
-        )
-        return [r for r in rows if r["P"] == pipe]
+        out: list[dict[str, Any]] = []
+        for part in statement.split(" UNION ALL "):  # one table's statement each, in parentheses
+            table = part.split("TABLE_NAME => '")[1].split("'")[0].rsplit(".", 1)[1]
+            pipe = {"ORDERS": "ORDERS", "EVENTS": "EVENTS"}[table]
+            counts = "SELECT PIPE_CATALOG_NAME AS D, PIPE_SCHEMA_NAME AS S, PIPE_NAME AS P, STATUS"
+            rows = COUNTS if part.lstrip("(").startswith(counts) else ERRORS
+            out += [r for r in rows if r["P"] == pipe]
+        return out
 
 
 def answer(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -256,8 +258,38 @@ def test_collect_runs_the_statements_as_given_and_keeps_going_past_refusals(heal
     orders, _, secret = snap.pipes
     assert (orders.pending, orders.failed_last_hour) == (3, 2)
     assert [u.split(":")[0] for u in secret.unavailable] == ["SYSTEM$PIPE_STATUS", "COPY_HISTORY"]
-    # One pair of history statements per table, not per pipe; the refused table's first ends it.
-    assert sum("COPY_HISTORY" in s for s in sql.statements) == 5
+    # Every status in one statement, and as it was refused (SECRET's), each on its own; every
+    # table's history in one statement, and as it was refused (HIDDEN's), a pair per table, the
+    # refused table's first ending it.
+    statuses = [s.count("SYSTEM$PIPE_STATUS") for s in sql.statements if "SYSTEM$PIPE_STATUS" in s]
+    assert statuses == [3, 1, 1, 1]
+    histories = [s.count("COPY_HISTORY") for s in sql.statements if "COPY_HISTORY" in s]
+    assert histories == [3, 1, 1, 1, 1, 1]
+
+
+def test_collect_takes_many_pipes_and_tables_a_statement(
+    healthy: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing refused: 250 pipes on 60 tables take 3 status and 6 history statements, not 370."""
+    shown = [show(f"P{i}", f"COPY INTO t{i % 60} FROM @s") for i in range(250)]
+    seen: list[str] = []
+
+    def sql(statement: str) -> list[dict[str, Any]]:
+        seen.append(statement)
+        if statement.startswith("SHOW PIPES"):
+            return shown
+        if statement.startswith("SELECT SYSTEM$PIPE_STATUS"):
+            aliases = re.findall(r" AS (S\d+)", statement)
+            return [{a: json.dumps({"executionState": "RUNNING", "pendingFileCount": 1}) for a in aliases}]
+        return []
+
+    snap = collect(Settings(), sql)
+    assert len(snap.pipes) == 250 and {(p.state, p.pending, p.unavailable == []) for p in snap.pipes} == {
+        ("RUNNING", 1, True)
+    }
+    assert len(seen) == 1 + 3 + 2 * 3
+    tables = {t for s in seen for t in re.findall(r"TABLE_NAME => '[^']*\.(T\d+)'", s)}
+    assert len(tables) == 60
 
 
 def test_floe_status_json_is_one_clean_line_and_exit_1_when_the_api_is_away(

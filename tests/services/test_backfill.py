@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from floe.catalog import Pipe
+from floe.metrics import FileFlow, new_registry
 from floe.settings import Settings
 from services.backfill import LISTING_WINDOW, Backfiller, backfill_since
 from services.dedup import retire_pipe
@@ -47,8 +48,8 @@ def make_pipe(ex: SqlExecutor, bucket: str, props: str = "BACKFILL_INTERVAL = '1
     return ex.catalog.get(Pipe, "FLOE.PUBLIC.P")
 
 
-def backfiller(ex: SqlExecutor, holder: str = "consumer-a") -> Backfiller:
-    return Backfiller(ex.settings, ex.redis, ex.catalog, holder)
+def backfiller(ex: SqlExecutor, holder: str = "consumer-a", flow: FileFlow | None = None) -> Backfiller:
+    return Backfiller(ex.settings, ex.redis, ex.catalog, holder, flow)
 
 
 def test_a_backfill_queues_only_what_the_pipe_never_saw(ex: SqlExecutor, s3: Any, bucket: str) -> None:
@@ -71,9 +72,14 @@ def test_a_backfill_queues_only_what_the_pipe_never_saw(ex: SqlExecutor, s3: Any
     notified(ex, pipe, "notified.csv", "loaded.csv")
     settle(ex, pipe, "loaded.csv", "LOADED")
     failed(ex, pipe, "failed.csv")
-    b = backfiller(ex)
+    registry = new_registry()
+    b = backfiller(ex, flow=FileFlow(registry))
     try:
         assert b.run_once() == {"FLOE.PUBLIC.P": 2}
+        # Only what it found missing counts: the stage's other files are listed every interval.
+        labels = {"pipe": "FLOE.PUBLIC.P", "source": "backfill"}
+        assert registry.get_sample_value("floe_files_received_total", labels) == 2
+        assert registry.get_sample_value("floe_files_enqueued_total", labels) == 2
         assert queued(ex, pipe) == ["notified.csv", "2026/b.csv", "a.csv"]  # in key order, after
         assert (state(ex, pipe, "a.csv").source, state(ex, pipe, "a.csv").status) == (
             "backfill",

@@ -22,10 +22,11 @@ from floe.errors import CompilationError, ObjectNotFound, PermissionDenied, SqlE
 from floe.history import FileState, read_state
 from floe.records import LoadOutcome, LoadStatus, QueueEntry
 from pipeline.registrar import PipeCommit, Registrar
-from services import dedup
+from services import backfill, dedup
 from services.dedup import Deduper, FileRef, PipeRetired, Refreshed, retire_pipe
 from services.snowpipe import SnowpipeService
 from services.sql import REFRESH_WINDOW, SqlExecutor, refresh_since
+from tests.conftest import unique
 from tests.services.test_sql_access import ADMIN, make_user, run, status
 
 pytestmark = pytest.mark.integration
@@ -236,6 +237,50 @@ def test_prefix_is_appended_to_the_pipes_path(ex: SqlExecutor, s3: Any, bucket: 
 
 def _last_modified(s3: Any, bucket: str, key: str) -> dt.datetime:
     return s3.head_object(Bucket=bucket, Key=key)["LastModified"]  # type: ignore[no-any-return]
+
+
+class Pages:
+    """A RowSink that keeps what it was given, in order, each page with ``depth()`` as it came."""
+
+    def __init__(self, depth: Callable[[], int] = lambda: 0) -> None:
+        self.got: list[Any] = []
+        self.depth = depth
+
+    def watch(self, stop: Any) -> None:
+        pass
+
+    def start(self, columns: list[str]) -> None:
+        self.got.append(columns)
+
+    def page(self, rows: list[list[Any]], timeout_s: float) -> None:
+        self.got.append((rows, self.depth()))
+
+
+def test_a_streamed_refresh_sends_each_listing_page_once_queued(
+    ex: SqlExecutor, s3: Any, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The progress `floe sql` shows: a page of rows per page of S3's listing, as it is queued."""
+    monkeypatch.setattr(backfill, "LISTING_PAGE_KEYS", 2)
+    pipe = make_pipe(ex, bucket)
+    put(s3, bucket, "in/a.csv", "in/b.csv", "in/c.csv", "in/d.csv", "in/e.csv")
+    notified(ex, pipe, "c.csv")
+    sink = Pages(lambda: len(queued(ex, pipe)))  # each page's files are queued before it is sent
+    result = ex.execute("ALTER PIPE p REFRESH", ADMIN, sink=sink)
+    assert result.rows == []
+    assert sink.got == [
+        ["File", "Status"],
+        ([["a.csv", "SENT"], ["b.csv", "SENT"]], 3),
+        ([["c.csv", "SKIPPED"], ["d.csv", "SENT"]], 4),
+        ([["e.csv", "SENT"]], 5),
+    ]
+
+
+def test_a_streamed_refresh_of_a_missing_bucket_fails_before_its_answer(ex: SqlExecutor) -> None:
+    make_pipe(ex, unique("gone"))
+    sink = Pages()
+    with pytest.raises(SqlError, match="does not exist; create it first"):
+        ex.execute("ALTER PIPE p REFRESH", ADMIN, sink=sink)
+    assert sink.got == []
 
 
 def test_modified_after_bounds_the_listing(ex: SqlExecutor, s3: Any, bucket: str) -> None:

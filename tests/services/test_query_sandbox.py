@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 import pytest
 import redis
 import sqlglot
@@ -343,6 +344,70 @@ def test_results_are_capped_with_a_hint_to_add_a_limit(ex: SqlExecutor) -> None:
     assert len(rows(ex, many.format(100))) == 100
     err = refusal(ex, many.format(101))
     assert "more than 100 rows" in err.message and "LIMIT" in err.message
+
+
+def test_a_database_is_reused_only_empty_of_what_the_query_before_gave_it() -> None:
+    databases = query_module._Databases(threads=1, memory_limit="256MB", keep=1)
+    con = databases.take()
+    con.register("t_of_query_1", pa.table({"secret": ["x"]}))
+    con.create_function("f_of_query_1", lambda v: v, ["BIGINT"], "BIGINT")
+    databases.give_back(con, ["t_of_query_1"], ["f_of_query_1"])
+    again = databases.take()
+    assert again is con, "a clean database is kept for the next query"
+    with pytest.raises(duckdb.CatalogException):
+        again.execute("SELECT * FROM t_of_query_1")
+    with pytest.raises(duckdb.CatalogException):
+        again.execute("SELECT f_of_query_1(1)")
+    # Still the sandbox: its configuration stays locked.
+    with pytest.raises(duckdb.InvalidInputException, match="locked"):
+        again.execute("SET enable_external_access = true")
+    # Two queries at once never share one.
+    other = databases.take()
+    assert other is not again
+    databases.give_back(other, [], [])
+    databases.give_back(again, [], [])  # beyond ``keep``: closed
+    with pytest.raises(duckdb.ConnectionException):
+        again.execute("SELECT 1")
+
+
+@pytest.mark.parametrize("how", ["time_up", "abandon"])
+def test_an_interrupted_database_is_closed_not_kept(how: str) -> None:
+    """An interrupt that lands as the query ends stays pending in the connection: the next query
+    to run there would fail at once."""
+    con = sandbox.connect(threads=1, memory_limit="256MB")
+    cancel = query_module._Cancel(con)
+    getattr(cancel, how)()
+    kept: list[duckdb.DuckDBPyConnection] = []
+    cancel.close(kept.append)
+    assert kept == []
+    with pytest.raises(duckdb.ConnectionException):
+        con.execute("SELECT 1")
+    clean = query_module._Cancel(sandbox.connect(threads=1, memory_limit="256MB"))
+    clean.close(kept.append)
+    assert len(kept) == 1
+
+
+def test_statements_reuse_databases_and_a_failed_one_is_not_kept(
+    ex: SqlExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[duckdb.DuckDBPyConnection] = []
+    real = sandbox.connect
+
+    def spy(**kwargs: Any) -> duckdb.DuckDBPyConnection:
+        opened.append(real(**kwargs))
+        return opened[-1]
+
+    monkeypatch.setattr(query_module.sandbox, "connect", spy)
+    ex.engine._databases = query_module._Databases(2, "256MB", keep=1)
+    for _ in range(5):
+        assert rows(ex, "SELECT COUNT(*) AS n FROM t") == [{"N": 0}]
+    assert len(opened) == 1
+    assert refusal(ex, ENDLESS).code == "000630"  # timed out: its database is dropped
+    assert len(opened) == 1
+    assert rows(ex, "SELECT 1 AS one") == [{"ONE": 1}]
+    assert len(opened) == 2, "the timed-out query's database was kept"
+    with pytest.raises(duckdb.ConnectionException):
+        opened[0].execute("SELECT 1")
 
 
 def test_queries_beyond_max_concurrent_wait_then_give_up(ex: SqlExecutor) -> None:
