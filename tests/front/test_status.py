@@ -19,6 +19,8 @@ from front import cli as cli_module
 from front import status as status_module
 from front.client import ApiUnavailable, StatementRejected
 from front.status import (
+    STATUSES_PER_STATEMENT,
+    TABLES_PER_STATEMENT,
     WINDOW_MINUTES,
     PipeStatus,
     Snapshot,
@@ -270,7 +272,7 @@ def test_collect_runs_the_statements_as_given_and_keeps_going_past_refusals(heal
 def test_collect_takes_many_pipes_and_tables_a_statement(
     healthy: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Nothing refused: 250 pipes on 60 tables take 3 status and 6 history statements, not 370."""
+    """Nothing refused: 250 pipes on 60 tables take 3 status and 12 history statements, not 370."""
     shown = [show(f"P{i}", f"COPY INTO t{i % 60} FROM @s") for i in range(250)]
     seen: list[str] = []
 
@@ -287,7 +289,8 @@ def test_collect_takes_many_pipes_and_tables_a_statement(
     assert len(snap.pipes) == 250 and {(p.state, p.pending, p.unavailable == []) for p in snap.pipes} == {
         ("RUNNING", 1, True)
     }
-    assert len(seen) == 1 + 3 + 2 * 3
+    assert (STATUSES_PER_STATEMENT, TABLES_PER_STATEMENT) == (100, 10)
+    assert len(seen) == 1 + 3 + 2 * 6
     tables = {t for s in seen for t in re.findall(r"TABLE_NAME => '[^']*\.(T\d+)'", s)}
     assert len(tables) == 60
 
