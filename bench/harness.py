@@ -245,11 +245,8 @@ class FloeStack:
 
 
 class SqlClient:
-    """A kept-alive connection to the API's SQL endpoint, for polling.
-
-    ``front.client.run_sql`` opens a new HTTP client per statement, which costs ~30 ms here (most of
-    it building a TLS context it never uses); a poll that paid that would add it to every latency.
-    """
+    """A kept-alive connection of its own to the API's SQL endpoint, for polling: a poll never
+    waits for a connection of the pool ``front.client.run_sql`` shares with the part's other work."""
 
     def __init__(self, settings: Settings, timeout: float = 60.0) -> None:
         self.settings = settings

@@ -69,7 +69,7 @@ from rich.progress import (
 )
 
 from bench import rest
-from bench.baselines import PeerRun, run_limit
+from bench.baselines import PEER_MAX_FILES_PER_TRIGGER, PeerRun, S3Source, repeated, run_limit, stage_dataset
 from bench.dataset import Dataset, ensure_dataset
 from bench.external import (
     EXTERNAL_COLUMNS_SQL,
@@ -86,7 +86,9 @@ from bench.memory import MemorySampler
 from bench.notifications import run_notifications
 from bench.query_memory import RSS_TARGET_MB, run_query_memory
 from bench.report import (
+    CHECKSUMMED,
     SCALE_RATIO,
+    checksums_agree,
     evaluate,
     machine,
     missing_figures,
@@ -112,6 +114,7 @@ from bench.streaming import (
     warm_up,
 )
 from bench.throughput import WarmUp, run_floe
+from floe.aws import pyarrow_s3_kwargs
 from floe.settings import Settings
 from infra.stack import StackError, ensure_services, stop
 from infra.stack import status as stack_status
@@ -130,6 +133,8 @@ PARTS: tuple[str, ...] = (
 )
 SMOKE_SKIPS: frozenset[str] = frozenset({"query_memory", "spark_cluster"})
 """Parts a smoke run leaves out unless --only names them (each takes minutes even at its size)."""
+IDLE_SAMPLES = 10
+"""Samples of the warm Spark job's memory, 0.2 s apart, before the throughput runs: its idle figure."""
 ALIASES: dict[str, tuple[str, ...]] = {
     "throughput": ("floe", "limit", "peer"),
     "memory": ("floe",),
@@ -161,6 +166,7 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 FULL: dict[str, Any] = {
     "files": 200,
     "rows": 10_000,
+    "throughput_repeats": 3,
     "slow_rate": 1.0,
     "slow_samples": 30,
     "fast_rate": 20.0,
@@ -189,6 +195,7 @@ SMOKE: dict[str, Any] = {
     **FULL,
     "files": 4,
     "rows": 1_000,
+    "throughput_repeats": 1,
     "slow_samples": 2,
     "fast_samples": 6,
     "notifications": 300,
@@ -255,6 +262,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--files", type=int, help=f"CSV files {sizes('files')}")
     g.add_argument("--rows", type=int, help=f"rows per file {sizes('rows')}")
     g.add_argument("--seed", type=int, default=7, help="seed of the generated data (default 7)")
+    g.add_argument(
+        "--throughput-repeats",
+        type=int,
+        help="runs of each throughput figure (Floe staged and end to end, both limits, the peer "
+        f"plain and paced); the median is the figure {sizes('throughput_repeats')}",
+    )
     g.add_argument(
         "--put-threads", type=int, default=8, help="concurrent S3 puts of the Floe run (default 8)"
     )
@@ -414,6 +427,7 @@ class Run:
         self.resources = Resources(self.settings)
         self.rates = [(args.slow_rate, args.slow_samples), (args.fast_rate, args.fast_samples)]
         self.slow_label = f"{args.slow_rate:g}_per_s"
+        self.fast_label = f"{args.fast_rate:g}_per_s"
         self.result: dict[str, Any] = {
             "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "mode": "smoke" if args.smoke else "full",
@@ -444,6 +458,8 @@ class Run:
                 "flag BOOLEAN; every column cast from text",
                 "seed": a.seed,
                 "put_threads": a.put_threads,
+                "repeats": a.throughput_repeats,
+                "peer_max_files_per_trigger": PEER_MAX_FILES_PER_TRIGGER,
             },
             "latency": {
                 "rates": [{"per_s": r, "samples": n} for r, n in self.rates],
@@ -621,19 +637,45 @@ class Run:
         return dataset
 
     def limit(self, progress: Progress, dataset: Dataset) -> None:
-        """The pyarrow baseline."""
-        task = progress.add_task("limit: pyarrow, 2 processes", total=None)
+        """The pyarrow baselines: over the objects on LocalStack (staged first, untimed), then over
+        the local files; each ``throughput_repeats`` times, the first run's rows checksummed."""
         enc = self.settings.encryption
         key = enc.resolve_master_key()
-        limit = self.phase(
-            "limit", progress, run_limit, dataset, self.run_dir / "limit", enc.master_key_id, key
-        )
+        task = progress.add_task("limit: staging the files on LocalStack", total=None)
+        bucket = self.phase("limit_stage", progress, self.resources.bucket, "bench-limit-")
+        source = None
+        if (
+            bucket is not None
+            and self.phase("limit_stage", progress, stage_dataset, dataset, self.resources.s3, bucket, "in/")
+            is not None
+        ):
+            source = S3Source(bucket, "in/", pyarrow_s3_kwargs(self.settings.aws))
         progress.remove_task(task)
-        if limit:
-            self.result["figures"].setdefault("throughput", {})["limit"] = limit
-            progress.console.print(
-                f"[green]✓[/] limit: {limit['rows_per_s']:,.0f} rows/s ({limit['seconds']:.2f} s)"
-            )
+        kinds: list[tuple[str, S3Source | None]] = [("limit_local", None)]
+        if source is not None:
+            kinds.insert(0, ("limit_s3", source))
+        for name, s3 in kinds:
+            where = "LocalStack" if s3 is not None else "local files"
+            task = progress.add_task(f"limit: pyarrow, 2 processes, {where}", total=None)
+            runs: list[dict[str, Any]] = []
+            for i in range(self.args.throughput_repeats):
+                one = self.phase(
+                    name,
+                    progress,
+                    run_limit,
+                    dataset,
+                    self.run_dir / "limit",
+                    enc.master_key_id,
+                    key,
+                    s3=s3,
+                    checksum=i == 0,
+                )
+                if one is None:
+                    break
+                runs.append(one)
+            progress.remove_task(task)
+            if len(runs) == self.args.throughput_repeats:
+                self.record_throughput(progress, name, f"limit ({where})", runs)
 
     def new_peer(self, dataset: Dataset) -> PeerRun:
         """The Spark peer, not started yet."""
@@ -642,6 +684,7 @@ class Run:
             self.run_dir / "peer",
             driver_memory=self.base.pipeline.driver_memory,
             java_options=self.args.peer_java_options,
+            repeats=self.args.throughput_repeats,
         )
 
     def collect_peer(self, progress: Progress) -> None:
@@ -652,11 +695,36 @@ class Run:
         peer = self.phase("peer", progress, self.peer_run.wait)
         progress.remove_task(task)
         if peer:
-            self.result["figures"].setdefault("throughput", {})["peer"] = peer
+            tp = self.result["figures"].setdefault("throughput", {})
+            common = {k: peer[k] for k in ("session_start_s", "warmup_s", "master", "java_options")}
+            tp["peer"] = {**peer["plain"], **common, "checksum": peer["checksum"]}
+            tp["peer_paced"] = {**peer["paced"], **common}
+            for name, label in (("peer", "peer"), ("peer_paced", "peer, maxFilesPerTrigger")):
+                self.print_throughput(progress, label, tp[name])
             progress.console.print(
-                f"[green]✓[/] peer: {peer['rows_per_s']:,.0f} rows/s ({peer['stream_s']:.2f} s stream, "
-                f"{peer['session_start_s']:.1f} s session start)"
+                f"  peer session start {peer['session_start_s']:.1f} s, warm-up stream "
+                f"{peer['warmup_s']:.1f} s (not timed)"
             )
+
+    def record_throughput(
+        self, progress: Progress, name: str, label: str, runs: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Keep ``runs`` of one throughput figure as its median, spread and runs (the first run's
+        checksum and breakdown with them), and print it."""
+        first = runs[0]
+        figure = {**repeated(runs), **{k: first[k] for k in ("checksum",) if k in first}}
+        figure.update({k: v for k, v in first.items() if k not in figure and k != "checksum"})
+        self.result["figures"].setdefault("throughput", {})[name] = figure
+        self.print_throughput(progress, label, figure)
+        return figure
+
+    @staticmethod
+    def print_throughput(progress: Progress, label: str, figure: dict[str, Any]) -> None:
+        s = figure["rows_per_s_spread"]
+        progress.console.print(
+            f"[green]✓[/] {label}: {figure['rows_per_s']:,.0f} rows/s, median of {len(figure['runs'])} "
+            f"(min {s['min']:,.0f}, max {s['max']:,.0f})"
+        )
 
     def launch_stack(self) -> None:
         """Start the Floe processes without waiting for them."""
@@ -703,35 +771,49 @@ class Run:
         return True
 
     def floe(self, progress: Progress, dataset: Dataset) -> None:
-        """Floe end to end, with the memory of its processes sampled meanwhile."""
+        """Floe's pipeline (staged files, resume → queryable) and end-to-end throughput, each
+        repeated, with the warm job's memory at idle before and every process's peak meanwhile."""
         assert self.stack is not None
         stack = self.stack
         task = progress.add_task("floe: put → queryable", total=dataset.total_rows)
 
         def on_progress(rows: int, files: int) -> None:
-            progress.update(
-                task, completed=rows, description=f"floe: put → queryable ({files} files committed)"
-            )
+            progress.update(task, completed=rows)
 
         sessions = {name: stack.sid(name) for name in FLOE_PROCESSES}
+        idle = MemorySampler({"pipeline": sessions["pipeline"]})
+        for _ in range(IDLE_SAMPLES):  # the warm job between loads, before the timed ones
+            idle.sample()
+            time.sleep(0.2)
+        self.result["figures"]["memory_idle"] = idle.result()
+        repeats = self.args.throughput_repeats
         with MemorySampler(sessions) as sampler:
-            floe = self.phase(
-                "floe",
-                progress,
-                run_floe,
-                stack,
-                self.resources,
-                dataset,
-                put_threads=self.args.put_threads,
-                on_progress=on_progress,
-            )
+            for staged, name, label in (
+                (True, "floe", "floe pipeline (staged, resume → queryable)"),
+                (False, "floe_e2e", "floe end to end (first put → queryable)"),
+            ):
+                runs: list[dict[str, Any]] = []
+                for i in range(repeats):
+                    progress.update(task, completed=0, description=f"{label}, run {i + 1} of {repeats}")
+                    one = self.phase(
+                        name,
+                        progress,
+                        run_floe,
+                        stack,
+                        self.resources,
+                        dataset,
+                        staged=staged,
+                        checksum=staged and i == 0,
+                        put_threads=self.args.put_threads,
+                        on_progress=on_progress,
+                    )
+                    if one is None:
+                        break
+                    runs.append(one)
+                if len(runs) == repeats:
+                    self.record_throughput(progress, name, label, runs)
         progress.remove_task(task)
         self.result["figures"]["memory"] = sampler.result()
-        if floe:
-            self.result["figures"].setdefault("throughput", {})["floe"] = floe
-            progress.console.print(
-                f"[green]✓[/] floe: {floe['rows_per_s']:,.0f} rows/s ({floe['seconds']:.2f} s)"
-            )
 
     def latency(self, progress: Progress) -> None:
         """put → queryable and put → LOADED at the two rates."""
@@ -1036,11 +1118,17 @@ class Run:
         """Ratios, targets, the table and the JSON file; returns the exit code."""
         r = self.result
         r["ratios"] = ratios(r["figures"])
-        r["targets"] = evaluate(r, self.slow_label)
+        r["checksums_agree"] = checksums_agree(r["figures"])
+        if r["checksums_agree"] is False:
+            tp = r["figures"]["throughput"]
+            r["errors"]["checksum"] = "the systems loaded different rows: " + "; ".join(
+                f"{k} {tp[k]['checksum']}" for k in CHECKSUMMED if tp.get(k, {}).get("checksum")
+            )
+        r["targets"] = evaluate(r, self.slow_label, self.fast_label)
         labels = [f"{rate:g}_per_s" for rate, _ in self.rates]
         missing = missing_figures(r, self.parts, labels)
         r["missing"] = missing
-        self.console.print(render(r, self.slow_label))
+        self.console.print(render(r, self.slow_label, self.fast_label))
         out: Path = self.args.out
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(r, indent=2, default=str) + "\n")

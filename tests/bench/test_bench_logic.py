@@ -17,6 +17,8 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pytest
 
+from bench.baselines import peer_figures, repeated
+from bench.checksum import checksums, conform
 from bench.dataset import CSV_COLUMNS, csv_text, ensure_dataset, target_schema
 from bench.echo_service import Counters, create_app
 from bench.external import (
@@ -35,7 +37,16 @@ from bench.harness import BenchError, isolated_settings
 from bench.latency import percentile, summary
 from bench.memory import parse_kib, parse_stat_session
 from bench.notifications import s3_event
-from bench.report import EXTERNAL_RATIO, STREAM_CHANNEL_KEYS, evaluate, missing_figures, ratios, table_rows
+from bench.report import (
+    EXTERNAL_RATIO,
+    STREAM_CHANNEL_KEYS,
+    THROUGHPUT_KINDS,
+    checksums_agree,
+    evaluate,
+    missing_figures,
+    ratios,
+    table_rows,
+)
 from bench.run import PARTS, build_parser, parse_parts, resolve
 from bench.streaming import (
     CHANNEL_COUNTS,
@@ -102,34 +113,115 @@ def _result(**figures: Any) -> dict[str, Any]:
     return r
 
 
+def _tp(rate: float, **more: Any) -> dict[str, Any]:
+    """A throughput figure as the harness records it: the median of runs, with its spread."""
+    return {
+        "rows_per_s": rate,
+        "rows_per_s_spread": spread([rate * 0.9, rate, rate * 1.1]),
+        "runs": [{}] * 3,
+        **more,
+    }
+
+
 def test_ratios_and_targets() -> None:
     r = _result(
         throughput={
-            "floe": {"rows_per_s": 900_000.0, "files": 200, "seconds": 2.2},
-            "limit": {"rows_per_s": 1_600_000.0},
-            "peer": {"rows_per_s": 300_000.0, "session_start_s": 7.0},
+            "floe": _tp(900_000.0, files=200, seconds=2.2),
+            "floe_e2e": _tp(400_000.0),
+            "limit_s3": _tp(1_200_000.0),
+            "limit_local": _tp(1_800_000.0),
+            "peer": _tp(300_000.0, session_start_s=7.0),
+            "peer_paced": _tp(600_000.0),
         },
         latency={
             "1_per_s": {
                 "samples": 30,
-                "put_to_queryable": {"p50_s": 1.5, "p99_s": 5.5},
-                "put_to_loaded": {"p50_s": 1.4, "p99_s": 5.0},
-            }
+                "put_to_queryable": {"p50_s": 0.4, "p99_s": 1.5},
+                "put_to_loaded": {"p50_s": 0.4, "p99_s": 1.0},
+            },
+            "20_per_s": {
+                "samples": 100,
+                "put_to_queryable": {"p50_s": 1.5, "p99_s": 1.9},
+                "put_to_loaded": {"p50_s": 1.4, "p99_s": 1.8},
+            },
         },
         notifications={"files_per_s": 2500.0},
-        rest={"calls_per_s": 250.0, "p99_ms": 80.0},
+        rest={"calls_per_s": 550.0, "p99_ms": 80.0},
+        memory_idle={"pipeline": {"peak_rss_mb": 1300.0, "max_processes": 9}},
     )
-    assert r["ratios"]["floe_over_limit"] == pytest.approx(0.5625)
+    assert r["ratios"]["floe_over_limit_s3"] == pytest.approx(0.75)
+    assert r["ratios"]["floe_over_limit_local"] == pytest.approx(0.5)
     assert r["ratios"]["floe_over_peer"] == pytest.approx(3.0)
-    checks = evaluate(r, "1_per_s")
-    assert checks["throughput_floe_over_limit"]["met"] is True
+    assert r["ratios"]["floe_over_peer_paced"] == pytest.approx(1.5)
+    checks = evaluate(r, "1_per_s", "20_per_s")
+    assert checks["throughput_floe_over_limit"]["met"] is True  # against the LocalStack limit
+    assert checks["throughput_floe_over_peer"]["met"] is True
     assert checks["latency_queryable_p50_s"]["met"] is True
     assert checks["latency_queryable_p99_s"]["met"] is False
+    assert checks["latency_fast_queryable_p50_s"]["met"] is False
+    assert checks["latency_fast_queryable_p99_s"]["met"] is True
     assert checks["notifications_files_per_s"]["met"] is True
-    assert checks["rest_calls_per_s"]["met"] is False
+    assert checks["rest_calls_per_s"]["met"] is False  # 600 now
     assert checks["rest_p99_ms"]["met"] is True
+    assert checks["pipeline_idle_rss_mb"]["met"] is False
     assert checks["query_peak_rss_mb"]["met"] is None
-    assert len(table_rows(r, "1_per_s")) >= 10
+    rows = table_rows(r, "1_per_s", "20_per_s")
+    labels = [row[0] for row in rows]
+    assert labels[:6] == [label for _, label in THROUGHPUT_KINDS]
+    assert rows[0][2] == "min 810,000, max 990,000 (3 runs)"
+    assert sum(label.startswith("Latency at 20 files/s put→queryable p") for label in labels) == 2
+    assert missing_figures(r, {"floe", "limit", "peer", "latency"}, ["1_per_s", "20_per_s"]) == [
+        f"figures.memory.{name}.peak_rss_mb" for name in ("api", "consumer", "pipeline")
+    ]
+
+
+def test_checksums_compare_the_rows_whatever_their_order_types_or_files() -> None:
+    schema = target_schema()
+    table = pacsv.read_csv(
+        io.BytesIO(csv_text(0, 50).encode()),
+        convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in CSV_COLUMNS}),
+    )
+    ours = conform(table, schema)
+    # Another system's output: upper-case names, the rows in another order and in two files,
+    # a timestamp in nanoseconds and an int32 id, as Spark or another writer might give them.
+    theirs = ours.rename_columns([c.upper() for c in ours.column_names]).take(list(range(49, -1, -1)))
+    theirs = theirs.set_column(0, "ID", pc.cast(theirs["ID"], pa.int32())).set_column(
+        4, "TS", pc.cast(theirs["TS"], pa.timestamp("ns"))
+    )
+    a = checksums([ours])
+    assert a == checksums([theirs.slice(0, 20), theirs.slice(20)])
+    assert a["rows"] == 50 and a["columns"]["amount"]["nulls"] == 0
+    names = pa.array(["changed", *ours["name"].to_pylist()[1:]])
+    assert checksums([ours.set_column(2, "name", names)])["columns"]["name"] != a["columns"]["name"]
+    assert checksums([ours.slice(1)])["rows"] == 49
+    figures = {"throughput": {"floe": {"checksum": a}, "peer": {"checksum": a}, "limit_s3": {}}}
+    assert checksums_agree(figures) is True
+    figures["throughput"]["limit_local"] = {"checksum": checksums([ours.slice(1)])}
+    assert checksums_agree(figures) is False
+    assert checksums_agree({"throughput": {"floe": {"checksum": a}}}) is None
+
+
+def test_repeated_runs_keep_the_median_and_the_peer_both_kinds() -> None:
+    runs = [{"rows": 10, "seconds": s, "rows_per_s": 10 / s} for s in (2.0, 1.0, 4.0)]
+    got = repeated(runs)
+    assert (got["rows_per_s"], got["seconds"], got["rows_per_s_spread"]) == (
+        5.0,
+        2.0,
+        {"median": 5.0, "min": 2.5, "max": 10.0},
+    )
+    raw = {
+        "runs": runs,
+        "paced_runs": runs[:1],
+        "max_files_per_trigger": 20,
+        "session_start_s": 6.0,
+        "warmup_s": 3.0,
+        "checksum": None,
+        "master": "local[2]",
+        "java_options": "",
+    }
+    peer = peer_figures(raw)
+    assert peer["plain"]["rows_per_s"] == 5.0 and peer["paced"]["max_files_per_trigger"] == 20
+    assert peer["paced"]["rows_per_s_spread"] == {"median": 5.0, "min": 5.0, "max": 5.0}
 
 
 @pytest.mark.parametrize(("peak", "met"), [(356.0, True), (1023.9, True), (1024.0, False), (4800.0, False)])
@@ -139,12 +231,15 @@ def test_query_memory_target_is_under_1_gb(peak: float, met: bool) -> None:
 
 
 def test_missing_figures_follow_the_selected_parts() -> None:
-    r = _result(throughput={"limit": {"rows_per_s": 1.0}})
+    r = _result(throughput={"limit_s3": {"rows_per_s": 1.0}, "limit_local": {"rows_per_s": 2.0}})
     assert missing_figures(r, {"limit"}, []) == []
     missing = missing_figures(r, {"limit", "floe"}, [])
     assert "figures.throughput.floe.rows_per_s" in missing
-    assert "ratios.floe_over_limit" in missing
+    assert "figures.throughput.floe_e2e.rows_per_s" in missing
+    assert "ratios.floe_over_limit_s3" in missing and "ratios.floe_over_limit_local" in missing
+    assert "ratios.floe_over_peer" not in missing
     assert "figures.memory.pipeline.peak_rss_mb" in missing
+    assert "figures.memory_idle.pipeline.peak_rss_mb" in missing
     assert (
         missing_figures(_result(), {"latency"}, ["1_per_s"])[0]
         == "figures.latency.1_per_s.put_to_queryable.p50_s"
@@ -259,7 +354,7 @@ def test_streaming_ratios_targets_and_rows() -> None:
     r = _result(
         streaming={
             "limit": {"rows_per_s": 1_000_000.0, "ndjson_mb": 250.0},
-            "throughput": {"1_channel": fig(100_000.0), "8_channels": fig(250_000.0)},
+            "throughput": {"1_channel": fig(100_000.0), "8_channels": fig(350_000.0)},
             "latency": {
                 "rate_rows_per_s": 1000.0,
                 "poll_interval_s": 0.05,
@@ -268,7 +363,7 @@ def test_streaming_ratios_targets_and_rows() -> None:
         }
     )
     assert r["ratios"]["streaming_1_channel_over_limit"] == pytest.approx(0.1)
-    assert r["ratios"]["streaming_8_channels_over_limit"] == pytest.approx(0.25)
+    assert r["ratios"]["streaming_8_channels_over_limit"] == pytest.approx(0.35)
     checks = evaluate(r, "1_per_s")
     assert checks["streaming_rows_per_s"]["met"] is True
     assert checks["streaming_latency_p50_s"]["met"] is True
