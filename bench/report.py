@@ -261,6 +261,8 @@ def missing_figures(result: dict[str, Any], parts: set[str], latency_labels: lis
             for what in ("rows_per_s", "batches_per_s", "rows_per_batch", "max_concurrency")
         ]
     wanted += _scale_wanted(parts)
+    if "curves" in parts:
+        wanted += [("figures", "curves", c, "growth") for c in ("files", "size")]
     return [".".join(p) for p in wanted if not isinstance(dig(result, p), int | float)]
 
 
@@ -416,6 +418,7 @@ def table_rows(
             "REST insertFiles (100 files each)", "rest_calls_per_s", lambda v: _num(v, ",.0f", " calls/s")
         )
         target_row("REST insertFiles p99", "rest_p99_ms", lambda v: _num(v, ".1f", " ms"))
+    rows += _curve_rows(result)
     rows += _streaming_rows(result, checks)
     rows += _external_rows(result)
     rows += _scale_rows(result)
@@ -477,6 +480,32 @@ def _throughput_rows(
                 "[green]equal[/]" if agree else "[red]differ[/]",
                 named,
                 "" if agree else "[red]error[/]",
+            )
+        )
+    return rows
+
+
+def _curve_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """The scaling curves' points (issue 18 sets no target: they show how cost grows)."""
+    rows: list[tuple[str, str, str, str]] = []
+    for curve, data in result.get("figures", {}).get("curves", {}).items():
+        for p in data.get("points", []):
+            rows.append(
+                (
+                    f"Curve {curve}: {p['files']:,} files of {_num(p['bytes_per_file'], ',.0f')} B",
+                    f"{_num(p['rows_per_s'])} rows/s",
+                    f"{p['seconds_per_file'] * 1000:.1f} ms/file; queued → committed p99 "
+                    f"{p['queued_to_committed_p99_s']:.2f} s",
+                    "",
+                )
+            )
+        unit = str(data.get("growth_of", "")).replace("_", " ").replace("mb", "MB")
+        rows.append(
+            (
+                f"  {curve} curve: {unit}, last point / first",
+                _num(data.get("growth"), ".3g"),
+                str(data.get("png", "")),
+                "",
             )
         )
     return rows

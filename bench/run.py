@@ -70,6 +70,7 @@ from rich.progress import (
 
 from bench import rest
 from bench.baselines import PEER_MAX_FILES_PER_TRIGGER, PeerRun, S3Source, repeated, run_limit, stage_dataset
+from bench.curves import FILE_COUNTS, FILE_SIZES, count_points, run_curves, size_points
 from bench.dataset import Dataset, ensure_dataset
 from bench.external import (
     EXTERNAL_COLUMNS_SQL,
@@ -130,8 +131,9 @@ PARTS: tuple[str, ...] = (
     "external",
     "query_memory",
     "spark_cluster",
+    "curves",
 )
-SMOKE_SKIPS: frozenset[str] = frozenset({"query_memory", "spark_cluster"})
+SMOKE_SKIPS: frozenset[str] = frozenset({"query_memory", "spark_cluster", "curves"})
 """Parts a smoke run leaves out unless --only names them (each takes minutes even at its size)."""
 IDLE_SAMPLES = 10
 """Samples of the warm Spark job's memory, 0.2 s apart, before the throughput runs: its idle figure."""
@@ -155,11 +157,10 @@ STACK_PHASES = frozenset(
         "external",
         "query_memory",
         "spark_cluster",
+        "curves",
     }
 )
-STACK_PARTS = frozenset(
-    {"floe", "latency", "notifications", "rest", "streaming", "external", "query_memory", "spark_cluster"}
-)
+STACK_PARTS = frozenset(PARTS) - {"limit", "peer"}
 """The parts that need the run's Floe processes."""
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -186,6 +187,8 @@ FULL: dict[str, Any] = {
     "query_table_mb": 2048,
     "query_repeats": 3,
     "scale_repeats": 3,
+    "curve_counts": FILE_COUNTS,
+    "curve_sizes": FILE_SIZES,
     "out": RESULTS_DIR / "latest.json",
     "overlap": False,
     "warmup": True,
@@ -208,6 +211,8 @@ SMOKE: dict[str, Any] = {
     "query_table_mb": 64,
     "query_repeats": 1,
     "scale_repeats": 1,
+    "curve_counts": (4, 8),
+    "curve_sizes": (1_000, 10_000),
     "out": RESULTS_DIR / "smoke.json",
     "overlap": True,
     "warmup": True,
@@ -215,6 +220,17 @@ SMOKE: dict[str, Any] = {
     # Floe processes starting beside it need. Smoke figures only show that the harness works.
     "peer_java_options": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
 }
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """A comma-separated list of positive integers (an argument of --curve-counts, --curve-sizes)."""
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give at least one integer, each 1 or more")
+    return values
 
 
 def parse_parts(text: str) -> set[str]:
@@ -243,7 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     def sizes(key: str) -> str:
-        def text(value: float) -> str:
+        def text(value: float | tuple[int, ...]) -> str:
+            if isinstance(value, tuple):
+                return ",".join(str(v) for v in value)
             return f"{value:,}" if isinstance(value, int) else f"{value:g}"
 
         return f"(full {text(FULL[key])}, smoke {text(SMOKE[key])})"
@@ -349,6 +367,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--scale-repeats",
         type=int,
         help=f"timed loads on local[2] and as many on the cluster, alternating {sizes('scale_repeats')}",
+    )
+    g = p.add_argument_group("scaling curves (curves; a PNG each in the --out file's directory)")
+    g.add_argument(
+        "--curve-counts",
+        type=int_list,
+        metavar="N,N,...",
+        help=f"files of about 1 KB at each point of the files curve {sizes('curve_counts')}",
+    )
+    g.add_argument(
+        "--curve-sizes",
+        type=int_list,
+        metavar="BYTES,...",
+        help=f"bytes per file at each point of the size curve, up to 400 MB a point {sizes('curve_sizes')}",
     )
     g = p.add_argument_group("housekeeping")
     g.add_argument(
@@ -510,6 +541,11 @@ class Run:
                 "load": "the throughput files, a fresh table and pipe per run, the job restarted and "
                 "warmed before each",
             },
+            "curves": {
+                "file_counts": list(a.curve_counts),
+                "file_sizes": list(a.curve_sizes),
+                "point": "a fresh stage bucket, table and pipe, loaded end to end on the warm stack",
+            },
             "spark_master": self.base.pipeline.spark_master,
             "pipeline_partitions": self.base.pipeline.partitions,
             "overlap": a.overlap,
@@ -586,7 +622,7 @@ class Run:
         a = self.args
         if self.stack is None:
             self.launch_stack()
-        warming = a.warmup and bool(self.parts & {"floe", "latency"})
+        warming = a.warmup and bool(self.parts & {"floe", "latency", "curves"})
         warm: WarmUp | None = None
         # The warm-up files go in as soon as the API and the consumer answer: the Spark job
         # picks them up the moment its stream starts.
@@ -602,6 +638,8 @@ class Run:
                 self.floe(progress, dataset)
             if "latency" in self.parts:
                 self.latency(progress)
+            if "curves" in self.parts:
+                self.curves(progress)
         # Row streaming warms its own path (its first appends), so a failed file warm-up does not
         # keep it from running.
         if rows is not None:
@@ -814,6 +852,40 @@ class Run:
                     self.record_throughput(progress, name, label, runs)
         progress.remove_task(task)
         self.result["figures"]["memory"] = sampler.result()
+
+    def curves(self, progress: Progress) -> None:
+        """The scaling curves: each point loaded end to end, then a PNG per curve."""
+        assert self.stack is not None
+        a = self.args
+        points = count_points(a.curve_counts) + size_points(a.curve_sizes)
+        task = progress.add_task("curves", total=len(points))
+
+        def on_point(figure: dict[str, Any]) -> None:
+            progress.advance(task)
+            progress.console.print(
+                f"[green]✓[/] curve {figure['curve']}: {figure['files']:,} files of "
+                f"{figure['bytes_per_file']:,.0f} bytes, {figure['rows_per_s']:,.0f} rows/s, "
+                f"{figure['seconds_per_file'] * 1000:.1f} ms/file, queued → committed p99 "
+                f"{figure['queued_to_committed_p99_s']:.2f} s"
+            )
+
+        # A full run's plots are bench/results/curve_*.png; another --out's carry its name.
+        prefix = "" if a.out.stem == "latest" else f"{a.out.stem}_"
+        curves = self.phase(
+            "curves",
+            progress,
+            run_curves,
+            self.stack,
+            self.resources,
+            self.data_dir,
+            points,
+            a.out.parent,
+            on_point,
+            prefix,
+        )
+        progress.remove_task(task)
+        if curves:
+            self.result["figures"]["curves"] = curves
 
     def latency(self, progress: Progress) -> None:
         """put → queryable and put → LOADED at the two rates."""

@@ -171,6 +171,7 @@ def run_floe(
         "breakdown_s": breakdown,
         "put_threads": put_threads,
         "timed": "resume → queryable" if staged else "first put → queryable",
+        "pipe_id": pipe.id,
     }
     if checksum:
         s = stack.settings

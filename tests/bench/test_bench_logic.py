@@ -19,6 +19,7 @@ import pytest
 
 from bench.baselines import peer_figures, repeated
 from bench.checksum import checksums, conform
+from bench.curves import count_points, growth, plot, size_points
 from bench.dataset import CSV_COLUMNS, csv_text, ensure_dataset, target_schema
 from bench.echo_service import Counters, create_app
 from bench.external import (
@@ -47,7 +48,7 @@ from bench.report import (
     ratios,
     table_rows,
 )
-from bench.run import PARTS, build_parser, parse_parts, resolve
+from bench.run import PARTS, build_parser, int_list, parse_parts, resolve
 from bench.streaming import (
     CHANNEL_COUNTS,
     JSON_READ_SCHEMA,
@@ -500,3 +501,61 @@ def test_external_summary_ratio_missing_and_rows() -> None:
     assert rows[0][1] == "1,000 rows/s" and "median of 3" in rows[0][2]
     assert all(row[3] == "" for row in rows)  # issue 14 sets no target
     assert not any(key.startswith("external") for key in evaluate(r, "1_per_s"))
+
+
+def test_curve_points_sizes_and_growth(tmp_path: Path) -> None:
+    files = count_points([100, 1_000])
+    assert [p.files for p in files] == [100, 1_000]
+    assert 900 <= len(csv_text(0, files[0].rows).encode()) <= 1_100  # about 1 KB a file, header included
+    sizes = size_points([1_000, 10_000_000, 100_000_000])
+    assert [p.files for p in sizes] == [50, 40, 4]  # as many as 400 MB allows, 2 to 50
+    assert [p.files for p in size_points([300_000_000])] == [2]
+    assert abs(len(csv_text(0, sizes[0].rows).encode()) - 1_000) < 100
+    points = [
+        {
+            "files": n,
+            "bytes_per_file": 1000.0,
+            "rows_per_s": r,
+            "seconds_per_file": s,
+            "queued_to_committed_p99_s": q,
+        }
+        for n, r, s, q in (
+            (100, 5_000.0, 0.010, 0.5),
+            (1_000, 8_000.0, 0.006, 2.0),
+            (10_000, 9_000.0, 0.005, 9.0),
+        )
+    ]
+    assert growth(points) == pytest.approx(0.5)
+    assert growth(points, "queued_to_committed_p99_s") == pytest.approx(18.0)
+    assert growth(points[:1]) is None
+    out = tmp_path / "curves" / "curve_files.png"
+    plot(points, "files", out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+
+
+def test_curve_arguments_and_table_rows() -> None:
+    assert int_list("100, 1000,10000") == (100, 1_000, 10_000)
+    for bad in ("", "a,b", "0,5"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            int_list(bad)
+    full = resolve(build_parser().parse_args([]))
+    assert full.curve_counts == (100, 1_000, 10_000) and "curves" in full.only
+    assert "curves" not in resolve(build_parser().parse_args(["--smoke"])).only
+    point = {
+        "files": 100,
+        "bytes_per_file": 1_010.0,
+        "rows_per_s": 5_000.0,
+        "seconds_per_file": 0.01,
+        "queued_to_committed_p99_s": 0.5,
+    }
+    curve = {"points": [point], "growth": None, "growth_of": "seconds_per_file", "png": "x.png"}
+    r = _result(curves={"files": curve})
+    labels = [row[0] for row in table_rows(r, "1_per_s")]
+    assert labels == [
+        "Curve files: 100 files of 1,010 B",
+        "  files curve: seconds per file, last point / first",
+    ]
+    assert missing_figures(r, {"curves"}, []) == [
+        "figures.curves.files.growth",
+        "figures.curves.size.growth",
+    ]
