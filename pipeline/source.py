@@ -178,12 +178,34 @@ class FileStreamReader(DataSourceStreamReader):
         if isinstance(limit, ReadAllAvailable):
             planned = self._read_after(client, {p.id: READ_ALL_CAP for p in pipes}, end)
             end.update({pipe_id: entries[-1][0].decode() for pipe_id, entries in planned.items() if entries})
-            return end
+            return self._still_loadable(client, start, end)
         budget = int(getattr(limit, "maxRows", self.max_files))
         if self._after is None:
             # Pipe ids are 16 hex digits, so this is a point spread evenly over them.
             self._after = hashlib.sha256(json.dumps(start, sort_keys=True).encode()).hexdigest()[:16]
         self._plan_fair(client, pipes, end, budget, self._after)
+        return self._still_loadable(client, start, end)
+
+    def _still_loadable(
+        self, client: RedisClient, start: dict[str, Any], end: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``end`` less what it planned for pipes paused, stopped or dropped since the catalog was
+        read. The queues are read after the catalog: a pipe paused in between would otherwise load
+        files queued after ALTER PIPE ... SET PIPE_EXECUTION_PAUSED = TRUE answered. Read again
+        now, after the queues, the catalog shows every pause made before those files were queued
+        (one GET of its version when nothing changed)."""
+        moved = [key for key, last in end.items() if last != start.get(key)]
+        if not moved:
+            return end
+        catalog = Catalog(client, self.keys)
+        pipes = {p.id: p for p in catalog.all(Pipe).values()}
+        for key in moved:
+            pipe = pipes.get(key[len(ROWS) :] if key.startswith(ROWS) else key)
+            if pipe is None or pipe.paused or pipe_stopped(catalog, pipe) is not None:
+                if key in start:
+                    end[key] = start[key]
+                else:
+                    del end[key]
         return end
 
     def _held_back(self, client: RedisClient, catalog: Catalog, pipes: list[Pipe]) -> set[str]:

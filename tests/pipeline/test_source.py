@@ -19,7 +19,7 @@ import pytest
 import redis
 from hypothesis import given
 from hypothesis import strategies as st
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from bench.harness import unique
 from floe.catalog import ADMIN_ROLE, Catalog, CopySpec, ExternalFunction, Pipe, Stage, Table
@@ -251,6 +251,45 @@ def test_budget_used_when_planned_entries_are_still_in_the_queue(
     end2 = r.latestOffset(end, ReadMaxRows(10))
     second = [row[1] for part in r.partitions(end, end2) for row in r.read(part)]
     assert second == [f"b{i}" for i in range(7, 17)]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("limit", [ReadMaxRows(10), ReadAllAvailable()], ids=["max_rows", "all_available"])
+def test_a_pipe_paused_while_its_queue_is_read_plans_nothing(
+    isolated_settings: Settings, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch, limit: ReadLimit
+) -> None:
+    """ALTER PIPE ... PAUSED lands after the plan read the catalog and before it read the queues,
+    where a file sent after the pause already waits: the plan must not take it."""
+    keys = Keys(isolated_settings.redis.prefix)
+    a, b = create_pipes(redis_client, keys, 2)
+    enqueue(redis_client, keys, a, ["a0"])
+    enqueue(redis_client, keys, b, ["b0"])
+    r = reader(isolated_settings, keys, 10)
+    real = r._read_after
+    paused: list[str] = []
+
+    def pause_then_read(client: Any, counts: Any, end: Any) -> Any:
+        if not paused:  # the pause, then a file sent after it, both between the two reads
+            catalog = Catalog(redis_client, keys)
+            catalog.put(catalog.get(Pipe, a.name).model_copy(update={"paused": True}))
+            enqueue(redis_client, keys, a, ["a1 sent after the pause"])
+            paused.append(a.name)
+        return real(client, counts, end)
+
+    monkeypatch.setattr(r, "_read_after", pause_then_read)
+    start = r.initialOffset()
+    end = r.latestOffset(start, limit)
+    assert paused == [a.name], "the pause was injected between the catalog's read and the queues'"
+    assert [row[1] for part in r.partitions(start, end) for row in r.read(part)] == ["b0"]
+    assert a.id not in end
+    # Resumed, it loads both files, the one sent while it was paused included.
+    catalog = Catalog(redis_client, keys)
+    catalog.put(catalog.get(Pipe, a.name).model_copy(update={"paused": False}))
+    later = r.latestOffset(end, limit)
+    assert [row[1] for part in r.partitions(end, later) for row in r.read(part)] == [
+        "a0",
+        "a1 sent after the pause",
+    ]
 
 
 @pytest.mark.integration
