@@ -78,11 +78,3 @@ def committed_blobs(client: RedisClient, prefix: str, pipe_id: str, bucket: str)
     """The blobs a pipe committed (``bucket/name``), from its manifest in Redis, for ``blob_files``."""
     raw = client.hgetall(Keys(prefix).blobs(pipe_id))
     return [(f"{bucket}/{json.loads(v)['name']}", None) for _, v in sorted(raw.items())]
-
-
-def agree(named: dict[str, dict[str, Any] | None]) -> bool | None:
-    """Whether every system's checksums are equal; None when fewer than two were taken."""
-    taken = [c for c in named.values() if c is not None]
-    if len(taken) < 2:
-        return None
-    return all(c == taken[0] for c in taken[1:])

@@ -749,9 +749,7 @@ class Run:
     ) -> dict[str, Any]:
         """Keep ``runs`` of one throughput figure as its median, spread and runs (the first run's
         checksum and breakdown with them), and print it."""
-        first = runs[0]
-        figure = {**repeated(runs), **{k: first[k] for k in ("checksum",) if k in first}}
-        figure.update({k: v for k, v in first.items() if k not in figure and k != "checksum"})
+        figure = {**runs[0], **repeated(runs)}
         self.result["figures"].setdefault("throughput", {})[name] = figure
         self.print_throughput(progress, label, figure)
         return figure
