@@ -27,6 +27,27 @@ def parse_stat_session(stat: str) -> int:
     return int(fields[3])
 
 
+def parse_stat_parent(stat: str) -> int:
+    """The parent pid in the text of /proc/<pid>/stat."""
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def forked_workers(sid: int) -> int:
+    """PySpark Python workers in session ``sid``: the children of its ``pyspark.daemon``
+    processes, which Spark stops once they have had no task for a minute."""
+    pids = session_members({sid})[sid]
+    daemons, parents = set(), {}
+    for pid in pids:
+        try:
+            cmdline = (PROC / str(pid) / "cmdline").read_bytes()
+            parents[pid] = parse_stat_parent((PROC / str(pid) / "stat").read_text())
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if b"pyspark.daemon" in cmdline:
+            daemons.add(pid)
+    return sum(1 for pid, parent in parents.items() if parent in daemons)
+
+
 def parse_kib(text: str, field_name: str) -> int | None:
     """A ``Name:   1234 kB`` field of /proc/<pid>/status or smaps_rollup, in KiB."""
     for line in text.splitlines():

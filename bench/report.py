@@ -424,10 +424,21 @@ def table_rows(
     rows += _scale_rows(result)
     if "memory_idle" in f and "pipeline" in f["memory_idle"]:
         idle = f["memory_idle"]["pipeline"]
+        waited = f" after {idle['waited_s']:.0f} s" if "waited_s" in idle else ""
         target_row(
-            f"Memory at idle: floe pipeline ({idle['max_processes']} processes)",
+            f"Memory at idle: floe pipeline ({idle['max_processes']} processes{waited})",
             "pipeline_idle_rss_mb",
             lambda v: _num(v, ",.0f", " MB RSS"),
+        )
+    if "memory_after_load" in f and "pipeline" in f["memory_after_load"]:
+        loaded = f["memory_after_load"]["pipeline"]
+        rows.append(
+            (
+                f"Memory just after a load: floe pipeline ({loaded['max_processes']} processes)",
+                f"{_num(loaded['peak_rss_mb'], ',.0f')} MB RSS",
+                f"PSS {_num(loaded['peak_pss_mb'], ',.0f')} MB; Spark keeps its Python workers a minute",
+                "",
+            )
         )
     for name, mem in f.get("memory", {}).items():
         rows.append(

@@ -83,7 +83,7 @@ from bench.external import (
 )
 from bench.harness import FLOE_PROCESSES, FloeStack, Resources, isolated_settings, remove_tree
 from bench.latency import run_latency
-from bench.memory import MemorySampler
+from bench.memory import MemorySampler, forked_workers
 from bench.notifications import run_notifications
 from bench.query_memory import RSS_TARGET_MB, run_query_memory
 from bench.report import (
@@ -168,6 +168,7 @@ FULL: dict[str, Any] = {
     "files": 200,
     "rows": 10_000,
     "throughput_repeats": 3,
+    "idle_wait": 120.0,
     "slow_rate": 1.0,
     "slow_samples": 30,
     "fast_rate": 20.0,
@@ -199,6 +200,7 @@ SMOKE: dict[str, Any] = {
     "files": 4,
     "rows": 1_000,
     "throughput_repeats": 1,
+    "idle_wait": 0.0,
     "slow_samples": 2,
     "fast_samples": 6,
     "notifications": 300,
@@ -288,6 +290,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--put-threads", type=int, default=8, help="concurrent S3 puts of the Floe run (default 8)"
+    )
+    g.add_argument(
+        "--idle-wait",
+        type=float,
+        help="seconds the idle-memory figure waits after the Floe runs for Spark to stop its idle "
+        f"Python workers, which it does after a minute without a task {sizes('idle_wait')}",
     )
     g.add_argument(
         "--data-dir", type=Path, help="where generated files are kept (default <state_dir>/bench/data)"
@@ -636,6 +644,10 @@ class Run:
         if not warming or self.finish_warmup(progress, warm):
             if dataset is not None and "floe" in self.parts:
                 self.floe(progress, dataset)
+                # The floe part ends idle, Spark's Python workers stopped (its memory figure): the
+                # loads after it start warm again, as every timed part does.
+                if self.args.idle_wait > 0 and self.parts & {"latency", "curves"}:
+                    self.finish_warmup(progress, self.start_warmup(progress))
             if "latency" in self.parts:
                 self.latency(progress)
             if "curves" in self.parts:
@@ -817,11 +829,8 @@ class Run:
             progress.update(task, completed=rows)
 
         sessions = {name: stack.sid(name) for name in FLOE_PROCESSES}
-        idle = MemorySampler({"pipeline": sessions["pipeline"]})
-        for _ in range(IDLE_SAMPLES):  # the warm job between loads, before the timed ones
-            idle.sample()
-            time.sleep(0.2)
-        self.result["figures"]["memory_idle"] = idle.result()
+        # The warm job just after a load, before the timed ones: Spark still holds its Python workers.
+        self.result["figures"]["memory_after_load"] = idle_samples(sessions["pipeline"])
         repeats = self.args.throughput_repeats
         with MemorySampler(sessions) as sampler:
             for staged, name, label in (
@@ -850,6 +859,24 @@ class Run:
                     self.record_throughput(progress, name, label, runs)
         progress.remove_task(task)
         self.result["figures"]["memory"] = sampler.result()
+        self.result["figures"]["memory_idle"] = self.idle_memory(progress, sessions["pipeline"])
+
+    def idle_memory(self, progress: Progress, sid: int) -> dict[str, Any]:
+        """The job's memory at idle: Spark stops the Python workers of a factory that has started
+        or finished no task for a minute (its monitor looks every 10 s), so this waits until the
+        session holds none, up to ``--idle-wait`` seconds, then samples it."""
+        task = progress.add_task(
+            "memory at idle: waiting for Spark to stop its idle Python workers", total=None
+        )
+        started = time.perf_counter()
+        deadline = started + self.args.idle_wait
+        while forked_workers(sid) and time.perf_counter() < deadline:
+            time.sleep(0.5)
+        waited = time.perf_counter() - started
+        progress.remove_task(task)
+        out = idle_samples(sid)
+        out["pipeline"].update(waited_s=round(waited, 1), python_workers=forked_workers(sid))
+        return out
 
     def curves(self, progress: Progress) -> None:
         """The scaling curves: each point loaded end to end, then a PNG per curve."""
@@ -1249,6 +1276,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     run.result["timings_s"]["total"] = round(time.perf_counter() - wall, 2)
     return run.finish()
+
+
+def idle_samples(sid: int) -> dict[str, Any]:
+    """``IDLE_SAMPLES`` samples of the job's session, 0.2 s apart."""
+    idle = MemorySampler({"pipeline": sid})
+    for _ in range(IDLE_SAMPLES):
+        idle.sample()
+        time.sleep(0.2)
+    return idle.result()
 
 
 def run_parts(run: Run, console: Console) -> bool:

@@ -49,6 +49,7 @@ EXECUTOR_MEMORY = "1g"
 MODES: tuple[str, str] = ("local", "cluster")
 MASTER_ENV = "FLOE_PIPELINE__SPARK_MASTER"
 CONF_ENV = "FLOE_PIPELINE__SPARK_CONF"
+DRIVER_BATCH_ENV = "FLOE_PIPELINE__DRIVER_BATCH_FILES"
 TASK_LINE = re.compile(r"batch \d+ task \d+ on executor \S+: (\d+) files")
 """The line each task of the job logs (pipeline/loader.py), with the files it read."""
 TASK_LOG_WAIT_S = 15.0
@@ -77,6 +78,9 @@ def job_env(base: Mapping[str, str], master: str, conf: Mapping[str, str]) -> di
     """
     env = {k: v for k, v in base.items() if not k.startswith(CONF_ENV)}
     env[MASTER_ENV] = master
+    # Every batch in Spark's tasks, in both modes: a small one would load in the driver, and the
+    # part compares where the tasks run.
+    env[DRIVER_BATCH_ENV] = "0"
     if conf:
         env[CONF_ENV] = json.dumps(dict(conf))
     return env

@@ -183,45 +183,63 @@ def run_floe(
 
 
 class WarmUp:
-    """A few small files loaded through a pipe of their own before the timed parts.
+    """Small files loaded through a pipe of their own before the timed parts.
 
     The first micro-batches after the Spark job starts pay for starting PySpark's Python daemons
-    and importing the loader into them; a running Floe has paid that long before, so the timed
-    parts start on a warm job (one file per task, so every worker is warmed). ``start`` returns
-    once the consumer has queued the files, so parts that leave the Spark job alone can run while
-    it loads them.
+    and importing the loader into them, and the first batch the driver loads itself for its S3
+    and DuckDB handles; a running Floe has paid that long before, so the timed parts start on a
+    warm job. Two loads: ``pipeline.driver_batch_files`` + 2 files queued while the pipe is paused
+    and then resumed, one micro-batch too large for the driver, so it runs in Spark's tasks (at
+    least one file per task, so every worker is warmed); then one file, which the driver loads.
+    ``start`` returns once the consumer has queued the first files, so parts that leave the Spark
+    job alone can run while it loads them.
     """
 
-    def __init__(self, stack: FloeStack, resources: Resources, files: int = 2) -> None:
+    def __init__(self, stack: FloeStack, resources: Resources) -> None:
         self.stack = stack
         self.resources = resources
-        self.files = files
+        self.in_spark = (
+            max(stack.settings.pipeline.driver_batch_files, stack.settings.pipeline.partitions) + 2
+        )
+        self.files = self.in_spark + 1
         self.started = 0.0
+        self.bucket = ""
         self.pipe: Pipe | None = None
 
     def start(self, timeout_s: float = 120.0) -> WarmUp:
-        """Put the files and wait until they are queued for the Spark job."""
-        bucket = self.resources.bucket("bench-warm-")
-        self.pipe = pipe = create_pipe(self.stack, bucket, "warm")
+        """Put the files of the Spark batch, wait until they are queued, and resume the pipe."""
+        self.bucket = self.resources.bucket("bench-warm-")
+        self.pipe = pipe = create_pipe(self.stack, self.bucket, "warm")
+        self.stack.sql(f"ALTER PIPE {pipe.name} SET PIPE_EXECUTION_PAUSED = TRUE")
         self.started = time.perf_counter()
-        for i in range(self.files):
-            body = csv_text(i, 10).encode()
-            self.resources.s3.put_object(Bucket=bucket, Key=f"in/warm{i}.csv", Body=body)
+        for i in range(self.in_spark):
+            self._put(i)
         wait_for(
-            lambda: len(states(self.stack, pipe)) >= self.files, timeout_s, "the warm-up files to queue", 0.05
+            lambda: len(states(self.stack, pipe)) >= self.in_spark,
+            timeout_s,
+            "the warm-up files to queue",
+            0.05,
         )
+        self.stack.sql(f"ALTER PIPE {pipe.name} SET PIPE_EXECUTION_PAUSED = FALSE")
         return self
 
+    def _put(self, i: int) -> None:
+        body = csv_text(i, 10).encode()
+        self.resources.s3.put_object(Bucket=self.bucket, Key=f"in/warm{i}.csv", Body=body)
+
     def wait(self, timeout_s: float = 300.0) -> float:
-        """Wait until the files are queryable; returns the seconds since the first put."""
+        """Wait until the Spark batch is queryable, then load the driver's file; returns the
+        seconds since the first put."""
         assert self.pipe is not None, "start() first"
         pipe, table = self.pipe, table_name(self.pipe)
 
-        def loaded() -> bool:
+        def loaded(files: int) -> bool:
             done = [f for f in states(self.stack, pipe) if f.status != "LOAD_IN_PROGRESS"]
-            if len(done) < self.files:
+            if len(done) < files:
                 return False
-            return int(self.stack.sql(f"SELECT COUNT(*) AS n FROM {table}")[0]["N"]) == self.files * 10
+            return int(self.stack.sql(f"SELECT COUNT(*) AS n FROM {table}")[0]["N"]) == files * 10
 
-        wait_for(loaded, timeout_s, "the warm-up files to load", 0.1)
+        wait_for(lambda: loaded(self.in_spark), timeout_s, "the warm-up files to load", 0.1)
+        self._put(self.in_spark)
+        wait_for(lambda: loaded(self.files), timeout_s, "the driver's warm-up file to load", 0.1)
         return time.perf_counter() - self.started

@@ -294,7 +294,18 @@ class LoadTask:
         """The tasks of one mapInArrow input batch."""
         return [cls(**row) for row in batch.to_pylist()]
 
+    @classmethod
+    def to_batch(cls, tasks: Sequence[LoadTask]) -> pa.RecordBatch:
+        """The mapInArrow input batch of ``tasks``, as Spark would hand it over."""
+        return pa.RecordBatch.from_pylist([asdict(t) for t in tasks], schema=_TASK_ARROW)
 
+
+_TASK_ARROW = pa.schema(
+    [
+        (f.name, pa.string() if get_type_hints(LoadTask)[f.name] is str else pa.int64())
+        for f in fields(LoadTask)
+    ]
+)
 SOURCE_SCHEMA = _spark_ddl(LoadTask, frozenset({"part"}))
 """Spark DDL of the ``floe_files`` source's rows: a task before the job plans it."""
 TASK_SCHEMA = _spark_ddl(LoadTask)

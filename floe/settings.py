@@ -264,6 +264,12 @@ class PipelineSettings(_Section):
     """Upper bound on one streaming pipe's channel appends (up to 4 MB each) in one micro-batch."""
     partitions: int = 2
     """Spark tasks per micro-batch (at most one per file)."""
+    driver_batch_files: int = Field(default=8, ge=0)
+    """A micro-batch of at most this many files (and ``driver_batch_bytes``) loads in the job's
+    driver, without a Spark job, whose start-up costs more than a few small files do (0: never)."""
+    driver_batch_bytes: int = Field(default=8 * 1024 * 1024, ge=0)
+    """Most stored bytes a micro-batch loaded in the driver may hold; a file of unknown size, or
+    more bytes, go to Spark's tasks."""
     tables_bucket: str = "floe-tables"
     """Floe-owned bucket that holds the table blobs."""
     driver_memory: str = "2g"
@@ -521,15 +527,18 @@ class Settings(BaseSettings):
         """The FLOE_ environment variables that reproduce these settings in a child process."""
         env: dict[str, str] = {}
 
-        def walk(prefix: str, data: dict[str, Any]) -> None:
+        def walk(prefix: str, data: dict[str, Any], section: BaseModel) -> None:
             for key, value in data.items():
                 name = f"{prefix}{key.upper()}"
-                if isinstance(value, dict):
-                    walk(f"{name}__", value)
+                if isinstance(getattr(section, key, None), BaseModel):
+                    walk(f"{name}__", value, getattr(section, key))
+                elif isinstance(value, dict | list):
+                    # As JSON: a variable per key would lose the keys' case (Spark's are camelCase).
+                    env[name] = json.dumps(value)
                 elif value is not None:
                     env[name] = str(value).lower() if isinstance(value, bool) else str(value)
 
-        walk("FLOE_", json.loads(self.worker_json()))
+        walk("FLOE_", json.loads(self.worker_json()), self)
         return env
 
     @property

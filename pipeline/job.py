@@ -44,7 +44,7 @@ from floe.settings import Settings
 from pipeline.loader import BatchContext, external_entry, process_partition
 from pipeline.registrar import ChannelRegistrar, ChannelSettle, Outcome, PipeCommit, Registrar
 from pipeline.session import spark_session
-from pipeline.source import FloeFileSource
+from pipeline.source import FileStreamReader, FloeFileSource, logged_range
 
 log = logging.getLogger("floe.pipeline")
 
@@ -88,9 +88,15 @@ class BatchProcessor:
     """The foreachBatch function, with its Redis handles."""
 
     def __init__(
-        self, settings: Settings, spark: SparkSession, metrics: PipelineMetrics | None = None
+        self,
+        settings: Settings,
+        spark: SparkSession,
+        metrics: PipelineMetrics | None = None,
+        reader: FileStreamReader | None = None,
     ) -> None:
         self.settings = settings
+        self.reader = reader
+        """The source's reader, to read a micro-batch's entries here (None: through Spark)."""
         self.metrics = metrics or PipelineMetrics.create()
         self.spark = spark
         self.redis = settings.redis.client()
@@ -125,7 +131,7 @@ class BatchProcessor:
     def _batch(self, df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         qid = self.query_id()
-        queued = [LoadTask.from_row(r.asDict()) for r in df.collect()]
+        queued = self._queued(df, batch_id)
         collected = time.monotonic()
         by_pipe: dict[str, list[LoadTask]] = defaultdict(list)
         for t in queued:
@@ -177,21 +183,16 @@ class BatchProcessor:
                     batch_id,
                     extra={"pipe": names[t.pipe_id], "file": t.path, "step": "picked"},
                 )
-        n = max(1, min(self.settings.pipeline.partitions, len(todo)))
+        here = on_driver(
+            todo, self.settings.pipeline.driver_batch_files, self.settings.pipeline.driver_batch_bytes
+        )
+        n = 1 if here else max(1, min(self.settings.pipeline.partitions, len(todo)))
         todo.sort(key=lambda t: (t.pipe_id, t.path))
         tasks = [t.in_part(_part(t, i, n)) for i, t in enumerate(todo)]
         ctx = BatchContext(
             self.settings_json, self.master_key, qid, batch_id, pipes, tables, refused, functions
         )
-        # One element per Spark partition, each the list of its tasks' rows: the partitions come out
-        # as planned without a shuffle (partitionBy cost a whole extra stage per micro-batch).
-        groups = [[t.task_row() for t in tasks if t.part == i] for i in range(n)]
-        rdd = self.spark.sparkContext.parallelize(groups, n).flatMap(lambda group: group)
-        results = (
-            self.spark.createDataFrame(rdd, TASK_SCHEMA)
-            .mapInArrow(lambda it: process_partition(ctx, it), WIRE_DDL)
-            .collect()
-        )
+        results = self._load_here(ctx, tasks) if here else self._load_in_spark(ctx, tasks, n)
         self.faults.hit("pipeline.after_blobs")
         if (delay := self.faults.current().commit_delay_s) > 0:
             log.warning("fault injection: batch %d waits %.1f s before its commit", batch_id, delay)
@@ -202,7 +203,7 @@ class BatchProcessor:
         self.batches += 1
         self.metrics.loads.batch(time.monotonic() - started, len(todo))
         log.info(
-            "batch %d: %d files, %d pipes in %.2f s (%.2f s reading the queue, %.2f s loading, "
+            "batch %d: %d files, %d pipes in %.2f s (%.2f s reading the queue, %.2f s loading %s, "
             "%.2f s committing)",
             batch_id,
             len(todo),
@@ -210,18 +211,56 @@ class BatchProcessor:
             time.monotonic() - started,
             collected - started,
             loaded - collected,
+            "in the driver" if here else f"in {n} Spark tasks",
             time.monotonic() - loaded,
             extra={"batch": batch_id},
         )
 
+    def _queued(self, df: DataFrame, batch_id: int) -> list[LoadTask]:
+        """The micro-batch's tasks, read from Redis here over the range Spark logged for the batch:
+        what the source's ``read`` would return, without the Spark job that collecting ``df`` runs
+        (0.1-0.2 s a batch). Through ``df`` when the offset log cannot be read."""
+        planned = (
+            None if self.reader is None else logged_range(self.settings.pipeline.checkpoint_dir, batch_id)
+        )
+        if self.reader is None or planned is None:
+            if self.reader is not None:
+                log.warning(
+                    "batch %d: its offsets are not in the offset log; reading it through Spark", batch_id
+                )
+            return [LoadTask.from_row(r.asDict()) for r in df.collect()]
+        return self.reader.tasks(self.reader.partitions(*planned))
+
+    def _load_in_spark(self, ctx: BatchContext, tasks: list[LoadTask], n: int) -> list[dict[str, Any]]:
+        """Load the batch in ``n`` Spark tasks; their output rows."""
+        # One element per Spark partition, each the list of its tasks' rows: the partitions come out
+        # as planned without a shuffle (partitionBy cost a whole extra stage per micro-batch).
+        groups = [[t.task_row() for t in tasks if t.part == i] for i in range(n)]
+        rdd = self.spark.sparkContext.parallelize(groups, n).flatMap(lambda group: group)
+        rows = (
+            self.spark.createDataFrame(rdd, TASK_SCHEMA)
+            .mapInArrow(lambda it: process_partition(ctx, it), WIRE_DDL)
+            .collect()
+        )
+        return [r.asDict() for r in rows]
+
+    def _load_here(self, ctx: BatchContext, tasks: list[LoadTask]) -> list[dict[str, Any]]:
+        """Load a small batch in this process, as one Spark task would: the same code, the same
+        blobs and output rows, without a job's scheduling and Python worker round trips."""
+        return [
+            row
+            for out in process_partition(ctx, iter([LoadTask.to_batch(tasks)]), in_driver=True)
+            for row in out.to_pylist()
+        ]
+
     def _commit(
-        self, results: list[Any], by_pipe: dict[str, list[LoadTask]], qid: str, batch_id: int
+        self, results: list[dict[str, Any]], by_pipe: dict[str, list[LoadTask]], qid: str, batch_id: int
     ) -> None:
         now = now_ms()
         received = {(t.pipe_id, t.path): t.received_ms for tasks in by_pipe.values() for t in tasks}
         since = {(t.pipe_id, t.path): t.since_ms for tasks in by_pipe.values() for t in tasks}
         pipes = {pipe_id: self.catalog.pipe_by_id(pipe_id) for pipe_id in by_pipe}
-        returned = decode_results(r.asDict() for r in results)
+        returned = decode_results(results)
         streaming = {pipe_id for pipe_id, p in pipes.items() if p is not None and p.source == "streaming"}
         for pipe_id in streaming & set(returned):
             self._settle(pipe_id, returned.pop(pipe_id), by_pipe[pipe_id], qid, batch_id, now)
@@ -334,7 +373,8 @@ def run(settings: Settings) -> None:
     aws_client(settings.aws, "s3").create_bucket(Bucket=p.tables_bucket)  # idempotent in us-east-1
     spark = spark_session(settings, "floe-pipeline")
     spark.dataSource.register(FloeFileSource)
-    processor = BatchProcessor(settings, spark)
+    options = source_options(settings, draining)
+    processor = BatchProcessor(settings, spark, reader=FileStreamReader(options, settings.redis))
     serve(
         processor.metrics.registry,
         settings.api.host,
@@ -359,19 +399,7 @@ def run(settings: Settings) -> None:
     threading.Thread(target=_warm_up, args=(spark, p.partitions), name="floe-warm-up", daemon=True).start()
     try:
         while not shutdown.requested:
-            stream = (
-                spark.readStream.format("floe_files")
-                # URL, user and password file; never the password itself (see pipeline/source.py).
-                .option("redis_url", settings.redis.url)
-                .option("redis_username", settings.redis.username)
-                .option("redis_password_file", str(Path(settings.redis.password_file).absolute()))
-                .option("redis_cluster", str(settings.redis.cluster).lower())
-                .option("prefix", settings.redis.prefix)
-                .option("max_files", str(p.max_files_per_batch))
-                .option("max_appends", str(p.max_appends_per_batch))
-                .option("drain_file", str(draining))
-                .load()
-            )
+            stream = spark.readStream.format("floe_files").options(**options).load()
             query = (
                 stream.writeStream.foreachBatch(processor)
                 .option("checkpointLocation", p.checkpoint_dir)
@@ -404,6 +432,32 @@ def run(settings: Settings) -> None:
         draining.unlink(missing_ok=True)
         spark.stop()
         log.info("pipeline stopped after %d batches", processor.batches)
+
+
+def on_driver(tasks: list[LoadTask], max_files: int, max_bytes: int) -> bool:
+    """Whether a micro-batch is small enough to load in the driver: at most ``max_files`` files
+    of known sizes and ``max_bytes`` in all. A Spark job costs about 0.3 s before its tasks do
+    anything here, more than a few small files take to load (bench/README.md, decision 95)."""
+    if not 0 < len(tasks) <= max_files:
+        return False
+    sizes = [t.size for t in tasks]
+    return all(s is not None for s in sizes) and sum(cast(list[int], sizes)) <= max_bytes
+
+
+def source_options(settings: Settings, draining: Path) -> dict[str, str]:
+    """The ``floe_files`` source's options."""
+    p = settings.pipeline
+    return {
+        # URL, user and password file; never the password itself (see pipeline/source.py).
+        "redis_url": settings.redis.url,
+        "redis_username": settings.redis.username,
+        "redis_password_file": str(Path(settings.redis.password_file).absolute()),
+        "redis_cluster": str(settings.redis.cluster).lower(),
+        "prefix": settings.redis.prefix,
+        "max_files": str(p.max_files_per_batch),
+        "max_appends": str(p.max_appends_per_batch),
+        "drain_file": str(draining),
+    }
 
 
 def _part(task: LoadTask, index: int, n: int) -> int:

@@ -98,9 +98,10 @@ def external_entry(fn: ExternalFunction, integration: ApiIntegration) -> str:
 class _Worker:
     """Per-process caches: S3 client, crypto, DuckDB connection, compiled pipes."""
 
-    def __init__(self, ctx: BatchContext) -> None:
+    def __init__(self, ctx: BatchContext, in_driver: bool = False) -> None:
         self.settings = Settings.model_validate_json(ctx.settings_json)
-        setup_logging(self.settings, "pipeline.worker")  # stderr reaches the job's log through Spark
+        if not in_driver:  # the driver's logging is the job's own, set up at its start
+            setup_logging(self.settings, "pipeline.worker")  # stderr reaches the job's log through Spark
         self.source_json = ctx.settings_json
         self.fs = pafs.S3FileSystem(**pyarrow_s3_kwargs(self.settings.aws))
         self.crypto: BlobCrypto = crypto_from_settings(self.settings.encryption.master_key_id, ctx.master_key)
@@ -204,10 +205,10 @@ class _Worker:
 _WORKER: _Worker | None = None
 
 
-def _worker(ctx: BatchContext) -> _Worker:
+def _worker(ctx: BatchContext, in_driver: bool = False) -> _Worker:
     global _WORKER
     if _WORKER is None or _WORKER.source_json != ctx.settings_json:
-        _WORKER = _Worker(ctx)
+        _WORKER = _Worker(ctx, in_driver)
     _WORKER.batch = ctx
     return _WORKER
 
@@ -710,9 +711,12 @@ def executor_id() -> str:
     return here.name if here.parent.name.startswith("app-") else "driver"
 
 
-def process_partition(ctx: BatchContext, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: load every file of this partition, write one blob per (pipe, part)."""
-    w = _worker(ctx)
+def process_partition(
+    ctx: BatchContext, batches: Iterator[pa.RecordBatch], *, in_driver: bool = False
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: load every file of this partition, write one blob per (pipe, part).
+    ``in_driver``: the job's driver loads a small micro-batch itself (``pipeline.job``)."""
+    w = _worker(ctx, in_driver)
     groups: dict[tuple[str, int], list[LoadTask]] = {}
     for batch in batches:
         for task in LoadTask.from_batch(batch):

@@ -119,6 +119,27 @@ def source_redis_settings(options: dict[str, str]) -> RedisSettings:
     )
 
 
+def logged_offset(checkpoint_dir: str, batch_id: int) -> dict[str, Any] | None:
+    """This source's end offset for micro-batch ``batch_id``, as the query's offset log holds it
+    (``<checkpoint>/offsets/<batch id>``: a version line, the batch's metadata, then one line per
+    source, ours the only one); None when the entry is missing or not in that form."""
+    try:
+        lines = (Path(checkpoint_dir) / "offsets" / str(batch_id)).read_text().splitlines()
+        offset = json.loads(lines[2]) if len(lines) == 3 and lines[0] == "v1" else None
+    except (OSError, ValueError):
+        return None
+    return offset if isinstance(offset, dict) else None
+
+
+def logged_range(checkpoint_dir: str, batch_id: int) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(start, end) offsets of micro-batch ``batch_id`` from the offset log, which Spark writes
+    before it runs the batch: a batch starts where the one before it ended, the first one at
+    ``initialOffset``. None when either is not there to read."""
+    end = logged_offset(checkpoint_dir, batch_id)
+    start = {} if batch_id == 0 else logged_offset(checkpoint_dir, batch_id - 1)
+    return None if end is None or start is None else (start, end)
+
+
 @dataclass
 class PipeRange(InputPartition):
     """Entries of one pipe's stream after ``start`` up to and including ``end``."""
@@ -133,8 +154,10 @@ class PipeRange(InputPartition):
 class FileStreamReader(DataSourceStreamReader):
     """Plans micro-batches over every unpaused pipe's queue."""
 
-    def __init__(self, options: dict[str, str]) -> None:
-        self.redis = source_redis_settings(options)
+    def __init__(self, options: dict[str, str], redis: RedisSettings | None = None) -> None:
+        # In Spark's Python processes the options and the inherited environment say how to reach
+        # Redis; the job's driver passes its own settings.
+        self.redis = redis or source_redis_settings(options)
         self.keys = Keys(options["prefix"])
         self.max_files = int(options.get("max_files", "2000"))
         self.max_appends = int(options.get("max_appends", "64"))
@@ -290,15 +313,27 @@ class FileStreamReader(DataSourceStreamReader):
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        part = cast(PipeRange, partition)
-        stream = self.keys.rows(part.pipe_id) if part.rows else self.keys.queue(part.pipe_id)
-        with self._client() as client:
-            entries = cast(Entries, client.xrange(stream, min=f"({part.start}", max=part.end))
-        for sid, fields in entries:
-            if part.rows:
-                yield LoadTask.appended(part.pipe_id, RowAppend.from_stream(sid, fields)).source_row()
-            else:
-                yield LoadTask.queued(part.pipe_id, QueueEntry.from_stream(sid, fields)).source_row()
+        for task in self.tasks([partition]):
+            yield task.source_row()
+
+    def tasks(self, parts: Sequence[InputPartition]) -> list[LoadTask]:
+        """The tasks of ``parts``' entries, read in one round trip."""
+        ranges = [cast(PipeRange, p) for p in parts]
+        if not ranges:
+            return []
+        with self._client() as client, client.pipeline(transaction=False) as pipe:
+            for r in ranges:
+                stream = self.keys.rows(r.pipe_id) if r.rows else self.keys.queue(r.pipe_id)
+                pipe.xrange(stream, min=f"({r.start}", max=r.end)
+            results = cast(list[Entries], pipe.execute())
+        out: list[LoadTask] = []
+        for r, entries in zip(ranges, results, strict=True):
+            for sid, fields in entries:
+                if r.rows:
+                    out.append(LoadTask.appended(r.pipe_id, RowAppend.from_stream(sid, fields)))
+                else:
+                    out.append(LoadTask.queued(r.pipe_id, QueueEntry.from_stream(sid, fields)))
+        return out
 
     def commit(self, end: dict[str, Any]) -> None:
         with self._client() as client:

@@ -51,8 +51,10 @@ def test_the_job_env_names_the_master_and_only_the_clusters_conf(monkeypatch: py
     # What the job reads back from that environment.
     monkeypatch.setenv("FLOE_PIPELINE__SPARK_MASTER", env["FLOE_PIPELINE__SPARK_MASTER"])
     monkeypatch.setenv("FLOE_PIPELINE__SPARK_CONF", env["FLOE_PIPELINE__SPARK_CONF"])
+    monkeypatch.setenv("FLOE_PIPELINE__DRIVER_BATCH_FILES", env["FLOE_PIPELINE__DRIVER_BATCH_FILES"])
     p = Settings().pipeline
     assert p.spark_master == "spark://127.0.0.1:7999"
+    assert p.driver_batch_files == 0  # every batch in the tasks whose placement the part compares
     assert p.spark_conf == {
         "spark.cores.max": "2",
         "spark.executor.cores": "1",
@@ -149,12 +151,16 @@ def test_the_job_switch_gives_the_cluster_env_to_one_start_and_restores_the_job(
     assert fake.env == {"FLOE_PIPELINE__SPARK_MASTER": "local[2]", "PATH": "/bin"}  # other launches
     assert not switch.is_restored()
     switch.on(LOCAL_MASTER, {})
-    assert switch.is_restored()  # local[2] and no conf is how the run started it
+    # local[2] and no conf, but every batch in Spark's tasks: not how the run started it.
+    assert fake.started[-1]["FLOE_PIPELINE__DRIVER_BATCH_FILES"] == "0"
+    assert not switch.is_restored()
+    switch.restore()
+    assert fake.started[-1] == fake.env and switch.is_restored()
     fake.procs["pipeline"].code = 1  # the job died
     assert not switch.is_restored()
     switch.restore()
     assert fake.started[-1] == fake.env and switch.is_restored()
-    assert switch.exit_codes == [0, 0, 0]
+    assert switch.exit_codes == [0, 0, 0, 0]
 
 
 def _scale_figures() -> dict[str, Any]:

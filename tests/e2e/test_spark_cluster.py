@@ -63,6 +63,8 @@ def start_on_cluster(stack: Stack, cluster: Cluster) -> None:
         env={
             "FLOE_PIPELINE__SPARK_MASTER": cluster.master_url,
             "FLOE_PIPELINE__SPARK_CONF": json.dumps(conf),
+            # The tests look for each worker's tasks: no batch, however small, loads in the driver.
+            "FLOE_PIPELINE__DRIVER_BATCH_FILES": "0",
         },
     )
 

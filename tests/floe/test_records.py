@@ -116,6 +116,12 @@ def test_task_round_trips_through_source_and_task_rows() -> None:
     task_names = [c.split()[0] for c in TASK_SCHEMA.split(", ")]
     batch = pa.RecordBatch.from_pylist([dict(zip(task_names, t.task_row(), strict=True)) for t in planned])
     assert LoadTask.from_batch(batch) == planned
+    # The batch the driver hands the loader itself (a micro-batch it loads without Spark) has the
+    # task schema's columns in its order, and the same tasks come out of it.
+    ours = LoadTask.to_batch(planned)
+    assert ours.schema.names == task_names
+    assert LoadTask.from_batch(ours) == planned
+    assert LoadTask.to_batch([]).num_rows == 0
 
 
 # ------------------------------------------------------------------------------------------------

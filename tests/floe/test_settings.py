@@ -84,3 +84,20 @@ def test_redis_client_signs_in_only_when_a_password_is_known(tmp_path: Path) -> 
     assert (kwargs["username"], kwargs["password"]) == ("loader", "from-file")
     explicit = from_file.model_copy(update={"password": SecretStr("explicit")})
     assert explicit.resolve_password() == "explicit"  # the setting wins over the file
+
+
+def test_child_env_reproduces_the_settings_keys_case_and_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child process started with ``child_env`` reads back the same settings: a dict setting's
+    keys keep their case (Spark's property names are camelCase, and Spark ignores a lowercased one)."""
+    conf = {"spark.driver.extraJavaOptions": "-Xms64m", "spark.cores.max": "2"}
+    settings = Settings(pipeline={"spark_conf": conf, "driver_batch_files": 3})
+    for name in [n for n in os.environ if n.startswith("FLOE_")]:
+        monkeypatch.delenv(name)
+    for name, value in settings.child_env().items():
+        monkeypatch.setenv(name, value)
+    child = Settings()
+    assert child.pipeline.spark_conf == conf
+    assert child.pipeline.driver_batch_files == 3
+    assert child.model_dump(exclude={"redis": {"password"}}) == settings.model_dump(
+        exclude={"redis": {"password"}}
+    )

@@ -11,7 +11,7 @@ from floe.catalog.locations import refusal
 from floe.keys import Keys
 from floe.records import LoadOutcome, LoadTask, PipeResults, RowAppend
 from floe.settings import Settings
-from pipeline.job import channel_settles
+from pipeline.job import channel_settles, on_driver
 
 pytestmark = pytest.mark.integration
 
@@ -129,3 +129,29 @@ def test_a_reopen_inside_the_batch_keeps_the_writers_apart() -> None:
         (1, "1", ["old"]),
         (2, "2", ["new"]),
     ]
+
+
+def task(size: int | None) -> LoadTask:
+    return LoadTask("p1", f"f{size}.csv", size, 1, "1-0")
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("sizes", "driver"),
+    [
+        ([10], True),
+        ([10] * 8, True),  # as many files as allowed
+        ([10] * 9, False),  # one too many
+        ([4 << 20, 4 << 20], True),  # exactly the bytes allowed
+        ([4 << 20, (4 << 20) + 1], False),
+        ([10, None], False),  # a file of unknown size may be any size
+        ([], False),
+    ],
+)
+def test_a_micro_batch_loads_in_the_driver_only_when_small(sizes: list[int | None], driver: bool) -> None:
+    assert on_driver([task(s) for s in sizes], 8, 8 << 20) is driver
+
+
+@pytest.mark.unit
+def test_no_batch_loads_in_the_driver_when_it_is_turned_off() -> None:
+    assert not on_driver([task(1)], 0, 8 << 20)

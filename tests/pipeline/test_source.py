@@ -27,8 +27,9 @@ from floe.catalog.models import Column, new_id
 from floe.external import Breaker
 from floe.history import FileState, read_state
 from floe.keys import Keys
+from floe.records import LoadTask
 from floe.settings import ExternalFunctionSettings, Settings
-from pipeline.source import FileStreamReader, fair_shares, rotation
+from pipeline.source import FileStreamReader, fair_shares, logged_offset, logged_range, rotation
 from services.auth import Principal
 from services.dedup import Deduper, FileRef
 from services.sql import SqlExecutor
@@ -411,3 +412,102 @@ def test_a_pipe_whose_service_breaker_is_open_waits_like_a_paused_one(
     breaker.close(url, trip)
     later = r.latestOffset(end, ReadMaxRows(10))
     assert sorted(row[1] for part in r.partitions(end, later) for row in r.read(part)) == ["c0", "c1"]
+
+
+# -- the offset log, which the job reads a micro-batch's range from -----------------------------
+
+
+def write_offsets(checkpoint: Path, batch_id: int, text: str) -> None:
+    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
+    (checkpoint / "offsets" / str(batch_id)).write_text(text)
+
+
+METADATA = '{"batchWatermarkMs":0,"batchTimestampMs":1795906586228,"conf":{}}'
+
+
+@pytest.mark.unit
+def test_a_batch_starts_where_the_one_before_it_ended(tmp_path: Path) -> None:
+    write_offsets(tmp_path, 6, f'v1\n{METADATA}\n{{"a": "5-0"}}')
+    write_offsets(tmp_path, 7, f'v1\n{METADATA}\n{{"a": "9-1", "b": "8-0"}}')
+    assert logged_range(str(tmp_path), 7) == ({"a": "5-0"}, {"a": "9-1", "b": "8-0"})
+    assert logged_range(str(tmp_path), 8) is None  # not logged yet
+    write_offsets(tmp_path, 0, f'v1\n{METADATA}\n{{"a": "1-0"}}')
+    assert logged_range(str(tmp_path), 0) == ({}, {"a": "1-0"})  # the first batch starts at nothing
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        f"v2\n{METADATA}\n{{}}",  # a format this reader does not know
+        f'v1\n{METADATA}\n{{"a": "1-0"}}\n{{"b": "2-0"}}',  # two sources: not this job's query
+        f"v1\n{METADATA}\n-",  # no offset for the source
+        f"v1\n{METADATA}\n[1, 2]",
+        f"v1\n{METADATA}\n{{not json",
+    ],
+)
+def test_an_offset_log_entry_in_another_form_is_not_read(tmp_path: Path, text: str) -> None:
+    write_offsets(tmp_path, 3, text)
+    assert logged_offset(str(tmp_path), 3) is None
+
+
+@pytest.mark.integration
+def test_the_offset_log_names_the_entries_spark_reads_for_each_micro_batch(
+    isolated_settings: Settings, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """The job reads a micro-batch's entries itself, over the range Spark logged for it: in real
+    micro-batches of a real query, and of a second query resuming from its checkpoint, that is
+    exactly what collecting the batch through the source gives."""
+    from pyspark.sql import DataFrame
+
+    from pipeline.session import spark_session
+    from pipeline.source import FloeFileSource
+
+    keys = Keys(isolated_settings.redis.prefix)
+    a, b = create_pipes(redis_client, keys, 2)
+    checkpoint = tmp_path / "checkpoint"
+    options = {"redis_url": isolated_settings.redis.url, "prefix": keys.prefix, "max_files": "10"}
+    here = FileStreamReader(options, isolated_settings.redis)
+    seen: dict[int, tuple[list[LoadTask], list[LoadTask] | None]] = {}
+
+    def compare(df: DataFrame, batch_id: int) -> None:
+        via_spark = [LoadTask.from_row(r.asDict()) for r in df.collect()]
+        planned = logged_range(str(checkpoint), batch_id)
+        seen[batch_id] = (via_spark, None if planned is None else here.tasks(here.partitions(*planned)))
+
+    def run_until(total: int) -> None:
+        query = (
+            spark.readStream.format("floe_files")
+            .options(**options)
+            .load()
+            .writeStream.foreachBatch(compare)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="100 milliseconds")
+            .start()
+        )
+        try:
+            wait_until(
+                lambda: sum(len(s) for s, _ in seen.values()) >= total, timeout=120, what=f"{total} files"
+            )
+        finally:
+            query.stop()
+
+    spark = spark_session(isolated_settings, "floe-offset-log-test")
+    try:
+        spark.dataSource.register(FloeFileSource)
+        enqueue(redis_client, keys, a, [f"a/{i:03d}.csv" for i in range(25)])
+        enqueue(redis_client, keys, b, [f"b/{i:03d}.csv" for i in range(6)])
+        run_until(31)
+        first = set(seen)
+        enqueue(redis_client, keys, a, [f"a/late{i}.csv" for i in range(4)])
+        run_until(35)  # a new query on the same checkpoint
+    finally:
+        spark.stop()
+    assert len(first) >= 4, "31 files at 10 a batch take several micro-batches"
+    assert set(seen) - first, "the second query ran micro-batches of its own"
+    for batch_id, (via_spark, via_log) in sorted(seen.items()):
+        assert via_spark, f"batch {batch_id} read nothing"
+        assert via_log == via_spark, f"batch {batch_id}: the logged range reads other entries"
+    paths = sorted(t.path for s, _ in seen.values() for t in s)
+    assert len(paths) == 35 == len(set(paths)), "every file in exactly one micro-batch"
