@@ -63,7 +63,9 @@ from pipeline.transform import (
     FileInfo,
     apply_copy,
     compile_copy,
+    copy_group,
     failed_file,
+    groupable,
     new_connection,
 )
 from pipeline.transform.remote_calls import RemoteCalls
@@ -346,10 +348,65 @@ def transform_file(
         message = f"Internal error while loading the file: {type(exc).__name__}: {exc}"
         failed = LoadOutcome.stopped(path, message[:1000], system=True, size=len(data), trouble="internal")
         return None, failed
-    outcome = result.sized(len(data))
+    return _finished(rows, result, len(data), table)
+
+
+def _finished(
+    rows: pa.Table, result: LoadOutcome, size: int, table: Table
+) -> tuple[pa.Table | None, LoadOutcome]:
+    """A transformed file's blob rows (None when it loads none) and its outcome with its size."""
+    outcome = result.sized(size)
     if outcome.status == "LOAD_FAILED" or rows.num_rows == 0:
         return None, outcome
     return to_blob(rows, table), outcome
+
+
+GROUP_FILE_BYTES = 1024 * 1024
+"""Staged files up to this size (stored) share one transform query with their neighbours."""
+GROUP_FILES = 64
+"""Most files in one shared transform query."""
+GROUP_BYTES = 16 * 1024 * 1024
+"""Most stored bytes in one shared transform query."""
+
+
+def transform_group(
+    w: _Worker, pipe: Pipe, table: Table, files: list[tuple[str, bytes]]
+) -> list[tuple[pa.Table | None, LoadOutcome] | None]:
+    """``transform_file``'s result for each (path, bytes) the files' one shared query could load
+    (``transform.copy_group``: a small file costs DuckDB more to plan than to run); None for each
+    of the others (a parse error, a row in error), which the caller transforms alone, so that
+    what it says of them is what it always said."""
+    out: list[tuple[pa.Table | None, LoadOutcome] | None] = [None] * len(files)
+    if len(files) < 2:
+        return out
+    try:
+        compiled = w.compiled_for(pipe, table)
+        fmt = pipe.copy_spec.file_format
+        parsed: list[tuple[int, str, RawFile]] = []
+        for i, (path, data) in enumerate(files):
+            try:
+                parsed.append(
+                    (i, path, read_raw(data, fmt, path=path, max_bytes=w.settings.pipeline.max_part_bytes))
+                )
+            except FileLoadError:
+                continue  # alone, it fails saying why (or, too large inflated, is streamed)
+        grouped = copy_group(
+            compiled,
+            [(path, raw) for _, path, raw in parsed],
+            w.con,
+            max_errors=w.settings.pipeline.max_errors_per_file,
+        )
+    except (MemoryError, RedisError):
+        raise
+    except Exception:  # each file alone then fails on its own, or loads
+        log.warning(
+            "files of pipe %s transformed one by one", pipe.name, exc_info=True, extra={"pipe": pipe.name}
+        )
+        return out
+    for (i, _, _), done in zip(parsed, grouped, strict=True):
+        if done is not None:
+            out[i] = _finished(*done, len(files[i][1]), table)
+    return out
 
 
 def _stream_limit(w: _Worker, pipe: Pipe) -> int | None:
@@ -703,6 +760,14 @@ def load_appends(
     return out
 
 
+def _groupable(w: _Worker, pipe: Pipe, table: Table) -> bool:
+    """Whether the pipe's small files may share transform queries (``transform.groupable``)."""
+    try:
+        return groupable(w.compiled_for(pipe, table))
+    except CompilationError:
+        return False  # each file then fails alone, saying why
+
+
 def executor_id() -> str:
     """The Spark executor this task runs in: a standalone worker runs each executor in
     ``<work dir>/<app id>/<executor id>``, and its Python workers inherit that directory; in local
@@ -733,75 +798,126 @@ def process_partition(
         if pipe.source == "streaming":
             yield encode_results(pipe_id, load_appends(w, ctx, pipe, table, tasks, part))
             continue
-        pieces: list[pa.Table] = []
-        loaded: list[str] = []
-        out: list[LoadOutcome | BlobMeta] = []
-        ordered = sorted(tasks, key=lambda t: t.path)
-        clock = _TaskClock()
-        streamable = _stream_limit(w, pipe) is not None
-        fetches = _prefetched(w, pipe, ordered)
+        yield encode_results(pipe_id, _TaskFiles(w, ctx, pipe, table).load(tasks, part))
+
+
+class _TaskFiles:
+    """One task's files of one (non-streaming) pipe: each loaded whole, streamed, or with small
+    neighbours through one shared transform query, and the rows of all of them in one blob."""
+
+    def __init__(self, w: _Worker, ctx: BatchContext, pipe: Pipe, table: Table) -> None:
+        self.w, self.ctx, self.pipe, self.table = w, ctx, pipe, table
+        self.clock = _TaskClock()
+        self.streamable = _stream_limit(w, pipe) is not None
         # The table as this task knows it: a file may evolve it, and later files load into that.
-        evolving = TaskTable(table) if evolvable(pipe, table) else None
-        whole: list[tuple[LoadOutcome, bool]] = []
+        self.evolving = TaskTable(table) if evolvable(pipe, table) else None
+        self.pieces: list[pa.Table] = []
+        self.loaded: list[str] = []
+        self.out: list[LoadOutcome | BlobMeta] = []
+        self.whole: list[tuple[LoadOutcome, bool]] = []
         """Each file read whole: its outcome and whether its rows are in the task's blob
         (stream_file logs the streamed ones itself)."""
+        self.held: list[tuple[int, LoadTask, bytes]] = []
+        """Small files waiting to share one transform query (``transform_group``), in file order."""
+
+    def load(self, tasks: list[LoadTask], part: int) -> list[LoadOutcome | BlobMeta]:
+        """Load the files in path order and write the blob; every outcome, then the blob's entry."""
+        w, pipe, clock = self.w, self.pipe, self.clock
+        ordered = sorted(tasks, key=lambda t: t.path)
+        fetches = _prefetched(w, pipe, ordered)
+        group = self.evolving is None and _groupable(w, pipe, self.table)
         for index, task in enumerate(ordered):
             with clock.waiting():
                 fetched = next(fetches)
-            if evolving is not None:
-                table = evolving.table
-            streaming = isinstance(fetched, Streamed)
+            if self.evolving is not None:
+                self.table = self.evolving.table
+            if group and isinstance(fetched, bytes) and len(fetched) <= GROUP_FILE_BYTES:
+                self.held.append((index, task, fetched))
+                if len(self.held) >= GROUP_FILES or sum(len(b) for _, _, b in self.held) >= GROUP_BYTES:
+                    self._flush()
+                continue
+            self._flush()  # the held files first: the blob keeps the files' order
             if isinstance(fetched, Streamed):
-                data = None
-                streamed, outcome = stream_file(
-                    w, ctx, pipe, table, task, index, fetched.size, evolving=evolving
-                )
-                out.extend(streamed)
+                self._stream(index, task, fetched.size)
             elif isinstance(fetched, LoadOutcome):
-                data, outcome = None, fetched
+                self._record(task, None, fetched, False)
             else:
-                try:
-                    with clock.working():
-                        data, outcome = transform_file(
-                            w, pipe, table, task.path, fetched, streamable=streamable, evolving=evolving
-                        )
-                except PartTooLarge:
-                    # Small stored, too large inflated to hold whole: stream the bytes already here.
-                    data, streaming = None, True
-                    streamed, outcome = stream_file(
-                        w, ctx, pipe, table, task, index, len(fetched), fetched, evolving=evolving
-                    )
-                    out.extend(streamed)
-            out.append(outcome.of_task(task))
-            if data is not None:
-                pieces.append(data)
-                loaded.append(task.path)
-            if not streaming:
-                whole.append((outcome, data is not None))
-        name = ""
-        if pieces:
-            with clock.writing():
-                name = blob_name(pipe, table, ctx.query_id, ctx.batch_id, part)
-                # Rows of files loaded before an evolution lack its columns: NULL (floe.blob_columns).
-                schema = blob_schema(evolving.table if evolving is not None else table)
-                combined = pa.concat_tables([fill(piece, schema) for piece in pieces])
-                path = f"{w.settings.pipeline.tables_bucket}/{name}"
-                meta = write_blob(combined, w.fs, path, w.crypto, name=name, files=loaded)
-                out.append(meta)
+                self._alone(index, task, fetched)
+        self._flush()
+        name = self._write(part)
         log.info(
             "batch %d task %d on executor %s: %d files, %.2f s waiting for S3, %.2f s parsing and "
             "transforming, %.2f s writing the blob",
-            ctx.batch_id,
+            self.ctx.batch_id,
             part,
             executor_id(),
             len(ordered),
             clock.wait,
             clock.work,
             clock.write,
-            extra={"pipe": pipe.name, "batch": ctx.batch_id},
+            extra={"pipe": pipe.name, "batch": self.ctx.batch_id},
         )
-        _log_files(ctx, pipe, whole, name)
-        yield encode_results(pipe_id, out)
+        _log_files(self.ctx, pipe, self.whole, name)
+        return self.out
+
+    def _record(self, task: LoadTask, data: pa.Table | None, outcome: LoadOutcome, streamed: bool) -> None:
+        self.out.append(outcome.of_task(task))
+        if data is not None:
+            self.pieces.append(data)
+            self.loaded.append(task.path)
+        if not streamed:
+            self.whole.append((outcome, data is not None))
+
+    def _stream(self, index: int, task: LoadTask, size: int, data: bytes | None = None) -> None:
+        streamed, outcome = stream_file(
+            self.w, self.ctx, self.pipe, self.table, task, index, size, data, evolving=self.evolving
+        )
+        self.out.extend(streamed)
+        self._record(task, None, outcome, True)
+
+    def _alone(self, index: int, task: LoadTask, fetched: bytes) -> None:
+        try:
+            with self.clock.working():
+                data, outcome = transform_file(
+                    self.w,
+                    self.pipe,
+                    self.table,
+                    task.path,
+                    fetched,
+                    streamable=self.streamable,
+                    evolving=self.evolving,
+                )
+        except PartTooLarge:
+            # Small stored, too large inflated to hold whole: stream the bytes already here.
+            self._stream(index, task, len(fetched), fetched)
+            return
+        self._record(task, data, outcome, False)
+
+    def _flush(self) -> None:
+        if not self.held:
+            return
+        with self.clock.working():
+            grouped = transform_group(self.w, self.pipe, self.table, [(t.path, b) for _, t, b in self.held])
+        for (index, task, fetched), done in zip(self.held, grouped, strict=True):
+            if done is None:
+                self._alone(index, task, fetched)
+            else:
+                self._record(task, *done, False)
+        self.held.clear()
+
+    def _write(self, part: int) -> str:
+        """The task's blob of every loaded file's rows; its name ('' when no file loaded rows)."""
+        if not self.pieces:
+            return ""
+        w, ctx = self.w, self.ctx
+        with self.clock.writing():
+            name = blob_name(self.pipe, self.table, ctx.query_id, ctx.batch_id, part)
+            # Rows of files loaded before an evolution lack its columns: NULL (floe.blob_columns).
+            schema = blob_schema(self.evolving.table if self.evolving is not None else self.table)
+            combined = pa.concat_tables([fill(piece, schema) for piece in self.pieces])
+            path = f"{w.settings.pipeline.tables_bucket}/{name}"
+            self.out.append(write_blob(combined, w.fs, path, w.crypto, name=name, files=self.loaded))
+        return name
 
 
 def _log_files(ctx: BatchContext, pipe: Pipe, whole: list[tuple[LoadOutcome, bool]], blob: str) -> None:

@@ -2,7 +2,8 @@
 
 ``compile_copy`` compiles a pipe's COPY into a ``CompiledCopy`` (DuckDB SQL per target column);
 ``apply_copy`` (a file read whole) and ``FileCopy`` (a file fed in parts) run a file through it in
-DuckDB and apply ON_ERROR; ``failed_file`` is the result of a file that could not be read.
+DuckDB and apply ON_ERROR; ``copy_group`` runs several small files through one query;
+``failed_file`` is the result of a file that could not be read.
 
 Modules, each importing only those listed before it:
 
@@ -20,7 +21,7 @@ Modules, each importing only those listed before it:
 
 from pipeline.transform.compiler import compile_copy
 from pipeline.transform.connections import new_connection
-from pipeline.transform.file_copy import FileCopy, apply_copy, failed_file
+from pipeline.transform.file_copy import FileCopy, apply_copy, copy_group, failed_file, groupable
 from pipeline.transform.plan import CompiledCopy, FileInfo
 
 __all__ = [
@@ -29,6 +30,8 @@ __all__ = [
     "FileInfo",
     "apply_copy",
     "compile_copy",
+    "copy_group",
     "failed_file",
+    "groupable",
     "new_connection",
 ]

@@ -308,6 +308,69 @@ def apply_copy(
     return rows, result
 
 
+def groupable(compiled: CompiledCopy) -> bool:
+    """Whether files of this COPY can share one query (``copy_group``): plain CSV, whose query reads
+    nothing of the file but its records (no METADATA$FILENAME and the like, which are per-file
+    query parameters, and no external call, whose batches are per file)."""
+    return (
+        compiled.format == "CSV"
+        and not compiled.file_format.parse_header
+        and not compiled.metadata
+        and not compiled.file_info
+        and not compiled.calls
+    )
+
+
+def copy_group(
+    compiled: CompiledCopy,
+    files: list[tuple[str, RawFile]],
+    con: duckdb.DuckDBPyConnection | None = None,
+    *,
+    max_errors: int = MAX_ERRORS_PER_FILE,
+) -> list[tuple[pa.Table, LoadOutcome] | None]:
+    """Several parsed files (name, raw) through one query, for what ``apply_copy`` gives each.
+
+    A small file's query costs more to plan and start than to run, so the files' input rows go in
+    together (each keeps its own row numbers) and the result is cut back into files. A file the
+    group cannot speak for gets None, and the caller runs it alone with ``apply_copy``: one with
+    a parse error or no rows, one of another width than the first, and one with any row the query
+    flagged (a conversion error, a NOT NULL, a value the slow path may yet convert), whose errors
+    need the per-file follow-up queries. Each file's outcome is ``FileCopy``'s, as for a part.
+    """
+    out: list[tuple[pa.Table, LoadOutcome] | None] = [None] * len(files)
+    if not groupable(compiled):
+        return out
+    con = connection(con)
+    fitted: dict[int, RawFile] = {}
+    inputs: dict[int, pa.Table] = {}
+    for i, (_, raw) in enumerate(files):
+        raw = _fit_width(compiled, raw)
+        if raw.errors or raw.num_rows == 0:
+            continue
+        inp, _ = input_table(compiled, raw)
+        if inputs and not inp.schema.equals(next(iter(inputs.values())).schema):
+            continue
+        fitted[i], inputs[i] = raw, inp
+    if len(inputs) < 2:
+        return out
+    combined = pa.concat_tables(inputs.values())
+    try:
+        query = query_for(compiled, combined, con)
+        result = _run(con, query.sql, combined, {})
+    except duckdb.Error:
+        return out  # each file alone then says which one it was, and where
+    offset = 0
+    for i, inp in inputs.items():
+        part = result.slice(offset, inp.num_rows)
+        offset += inp.num_rows
+        if any(pc.any(pc.not_equal(part.column(f"e{k}"), 0)).as_py() for k in query.status):
+            continue
+        copy = FileCopy(compiled, files[i][0], max_errors=max_errors)
+        rows = copy.add(fitted[i], con, clean=part)
+        out[i] = (rows, copy.result())
+    return out
+
+
 class FileCopy:
     """One file's COPY, fed in one piece or in consecutive parts (a large file read as a stream).
 
@@ -338,8 +401,11 @@ class FileCopy:
         """The file's errors in file order, at most ``max_errors``."""
         self._bytes_before = 0
 
-    def add(self, raw: RawFile, con: duckdb.DuckDBPyConnection | None = None) -> pa.Table:
-        """Transform one part; returns its good rows (``compiled.schema``), whatever ON_ERROR says."""
+    def add(
+        self, raw: RawFile, con: duckdb.DuckDBPyConnection | None = None, *, clean: pa.Table | None = None
+    ) -> pa.Table:
+        """Transform one part; returns its good rows (``compiled.schema``), whatever ON_ERROR says.
+        ``clean``: the part's query result, already run (``copy_group``) and free of errors."""
         compiled = self.compiled
         con = connection(con)
         raw = _fit_width(compiled, raw)
@@ -350,7 +416,9 @@ class FileCopy:
         bad = np.zeros(n, dtype=bool)
         result: pa.Table | None = None
         described: list[tuple[int, _FirstError]] = []
-        if n > 0:
+        if clean is not None:
+            result = clean
+        elif n > 0:
             result, bad, described = self._transform(raw, con)
         if described and (first is None or described[0][1].line < first.line):
             first = described[0][1]

@@ -573,3 +573,43 @@ def test_an_internal_stage_file_that_does_not_decrypt_fails_alone(tmp_path: Path
     moved.write_bytes(worker.stage_cipher.seal(b"id,v\n1,2\n", pipe.object_key("a.csv")))
     outcome = fetch_file(worker, other, "a.csv")  # type: ignore[arg-type]
     assert isinstance(outcome, LoadOutcome) and "moved or copied" in (outcome.first_error or "")
+
+
+# ------------------------------------------------------------------------------------------------
+# Small files share one transform query (loader.transform_group, transform.copy_group)
+
+
+def test_small_files_share_one_query_and_each_loads_as_it_would_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task of small files: the clean ones go through one shared query, the one with a bad row
+    and the one that does not parse are transformed alone, and every file's record is what a task
+    of that file alone gives; the blob holds the loaded files in path order."""
+    files = {
+        "a.csv": b"id,name\n1,a\n2,b\n",
+        "b.csv": b"id,name\n3,c\nx,d\n4,e\n",  # a bad ID: CONTINUE loads the other two
+        "c.csv": b"id,name\n5,f\n",
+        "d.csv": b"id,name\n6,g,extra\n",  # a record of three fields: a parse error
+        "e.csv": b"id,name\n7,h\n8,i\n9,j\n",
+    }
+    pipe = pipe_for().model_copy(
+        update={"copy_spec": pipe_for().copy_spec.model_copy(update={"on_error": "CONTINUE"})}
+    )
+    shared: list[list[str]] = []
+    real = loader.copy_group
+
+    def spy(compiled: CompiledCopy, raws: list[tuple[str, Any]], *args: Any, **kwargs: Any) -> Any:
+        out = real(compiled, raws, *args, **kwargs)
+        shared.append([name for (name, _), done in zip(raws, out, strict=True) if done is not None])
+        return out
+
+    monkeypatch.setattr(loader, "copy_group", spy)
+    records, blobs = run_task(monkeypatch, FakeWorker(tmp_path), pipe, files)
+    assert shared == [["a.csv", "c.csv", "e.csv"]], "the clean files in one query, the others alone"
+    assert [b["files"] for b in blobs] == [["a.csv", "b.csv", "c.csv", "e.csv"]]
+    assert blobs[0]["rows"] == 8
+    for name, data in files.items():
+        alone, _ = run_task(monkeypatch, FakeWorker(tmp_path / name), pipe, {name: data})
+        assert {**records[name], "stream_id": ""} == {**alone[name], "stream_id": ""}, name
+    assert (records["b.csv"]["status"], records["b.csv"]["rows_loaded"]) == ("PARTIALLY_LOADED", 2)
+    assert records["d.csv"]["status"] == "LOAD_FAILED"

@@ -1,0 +1,108 @@
+"""Several small files through one shared query (``copy_group``): every file it answers for gets
+exactly what ``apply_copy`` gives it alone, and every file it cannot answer for is left to
+``apply_copy``."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from floe.catalog.models import OnError
+from pipeline.formats import read_raw
+from pipeline.transform import CompiledCopy, apply_copy, copy_group, groupable
+from tests.pipeline.transform.support import ORDERS, compile_for
+
+pytestmark = pytest.mark.unit
+
+GOOD = b"%d,n%d,1.5,2024-01-01 10:00:00,true,2024-01-0%d\n"
+
+
+def good_file(start: int, rows: int) -> bytes:
+    return b"".join(GOOD % (i, i % 100, 1 + i % 9) for i in range(start, start + rows))
+
+
+BAD_VALUES = {
+    "amount": b"%d,n,zz,2024-01-01 10:00:00,true,2024-01-01\n",  # a conversion error
+    "not_null": b",n,1.5,2024-01-01 10:00:00,true,2024-01-01\n",  # a NULL ID
+    "too_long": b"%d,abcdefghijk,1.5,2024-01-01 10:00:00,true,2024-01-01\n",  # VARCHAR(8)
+    "short": b"%d,n\n",  # a parse error: too few fields
+    "slow_path": b"%d,n,1.5,2024-01-01 10:00:00,TRUE,01-Jan-2024\n",  # converts only by the full rule
+}
+
+
+def bad_file(kind: str, start: int) -> bytes:
+    line = BAD_VALUES[kind]
+    bad = line % start if b"%d" in line else line
+    return good_file(start + 1, 3) + bad + good_file(start + 10, 2)
+
+
+def alone(compiled: CompiledCopy, name: str, data: bytes) -> tuple[list[dict[str, object]], object]:
+    rows, outcome = apply_copy(compiled, read_raw(data, compiled.file_format, path=name), filename=name)
+    return rows.to_pylist(), outcome
+
+
+def grouped(
+    compiled: CompiledCopy, files: list[tuple[str, bytes]]
+) -> list[tuple[list[dict[str, object]], object] | None]:
+    raws = [(name, read_raw(data, compiled.file_format, path=name)) for name, data in files]
+    return [None if g is None else (g[0].to_pylist(), g[1]) for g in copy_group(compiled, raws)]
+
+
+@pytest.mark.parametrize("on_error", ["SKIP_FILE_PCT", "CONTINUE", "SKIP_FILE"])
+def test_clean_files_come_out_of_one_query_as_they_do_alone(on_error: OnError) -> None:
+    compiled = compile_for(ORDERS, on_error=on_error)
+    files = [(f"f{i}.csv", good_file(i * 100, 1 + i)) for i in range(6)]
+    out = grouped(compiled, files)
+    assert all(g is not None for g in out), "clean files of one width are the group's"
+    assert out == [alone(compiled, name, data) for name, data in files]
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_VALUES))
+def test_a_file_with_an_error_is_left_to_load_alone_and_the_others_are_not(kind: str) -> None:
+    compiled = compile_for(ORDERS, on_error="CONTINUE")
+    files = [("a.csv", good_file(0, 4)), ("bad.csv", bad_file(kind, 50)), ("c.csv", good_file(200, 3))]
+    out = grouped(compiled, files)
+    assert out[1] is None
+    assert [out[0], out[2]] == [alone(compiled, n, d) for n, d in (files[0], files[2])]
+
+
+def test_a_file_of_another_width_is_left_to_load_alone() -> None:
+    compiled = compile_for(ORDERS, columns=["ID", "NAME"], on_error="CONTINUE")
+    files = [("a.csv", b"1,a\n2,b\n"), ("wide.csv", b"3,c,x\n"), ("c.csv", b"4,d\n")]
+    out = grouped(compiled, files)
+    assert out[1] is None and out[0] is not None and out[2] is not None
+    assert [out[0], out[2]] == [alone(compiled, n, d) for n, d in (files[0], files[2])]
+
+
+def test_a_copy_that_reads_the_file_name_is_not_grouped() -> None:
+    compiled = compile_for(ORDERS, columns=["ID", "NAME"], select=["$1", "METADATA$FILENAME"])
+    assert not groupable(compiled)
+    assert grouped(compiled, [("a.csv", b"1,a\n"), ("b.csv", b"2,b\n")]) == [None, None]
+
+
+def test_one_file_is_no_group() -> None:
+    compiled = compile_for(ORDERS)
+    assert grouped(compiled, [("a.csv", good_file(0, 3))]) == [None]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kinds=st.lists(st.sampled_from([None, None, *sorted(BAD_VALUES)]), min_size=2, max_size=8),
+    on_error=st.sampled_from(["CONTINUE", "SKIP_FILE", "SKIP_FILE_2"]),
+)
+def test_whatever_the_mix_a_grouped_file_gets_its_own_result(kinds: list[str | None], on_error: str) -> None:
+    limit = 2 if on_error == "SKIP_FILE_2" else 0
+    compiled = compile_for(ORDERS, on_error="SKIP_FILE_N" if limit else on_error, limit=limit)  # type: ignore[arg-type]
+    files = [
+        (f"f{i}.csv", good_file(i * 100, 2 + i) if kind is None else bad_file(kind, i * 100))
+        for i, kind in enumerate(kinds)
+    ]
+    out = grouped(compiled, files)
+    for (name, data), kind, g in zip(files, kinds, out, strict=True):
+        if kind is not None:
+            assert g is None, f"{name} has an error: it loads alone"
+        elif sum(k is None for k in kinds) >= 2:
+            assert g is not None, f"{name} is clean: the group loads it"
+        if g is not None:
+            assert g == alone(compiled, name, data)
