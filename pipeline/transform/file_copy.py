@@ -49,7 +49,7 @@ from pipeline.transform.messages import (
     first_line,
 )
 from pipeline.transform.plan import INPUT_VIEW, CompiledCopy, FileInfo, FileQuery
-from pipeline.transform.query import input_table, query_for, query_params, source_sql
+from pipeline.transform.query import input_table, query_for, query_params, source_sql, with_file_column
 from pipeline.transform.remote_calls import CallErrors, RemoteCalls, add_call_values
 
 
@@ -310,12 +310,11 @@ def apply_copy(
 
 def groupable(compiled: CompiledCopy) -> bool:
     """Whether files of this COPY can share one query (``copy_group``): plain CSV, whose query reads
-    nothing of the file but its records (no METADATA$FILENAME and the like, which are per-file
-    query parameters, and no external call, whose batches are per file)."""
+    nothing of the file but its records and its name (not its ETag or time stamp, and no external
+    call, whose batches are per file)."""
     return (
         compiled.format == "CSV"
         and not compiled.file_format.parse_header
-        and not compiled.metadata
         and not compiled.file_info
         and not compiled.calls
     )
@@ -348,6 +347,8 @@ def copy_group(
         if raw.errors or raw.num_rows == 0:
             continue
         inp, _ = input_table(compiled, raw)
+        if compiled.metadata:
+            inp = with_file_column(inp, files[i][0])
         if inputs and not inp.schema.equals(next(iter(inputs.values())).schema):
             continue
         fitted[i], inputs[i] = raw, inp
@@ -356,7 +357,10 @@ def copy_group(
     combined = pa.concat_tables(inputs.values())
     try:
         query = query_for(compiled, combined, con)
-        result = _run(con, query.sql, combined, {})
+        # One scan time for the group, which is scanned as one.
+        result = _run(
+            con, query.sql, combined, query_params(compiled, None, dt.datetime.now(dt.UTC).isoformat())
+        )
     except duckdb.Error:
         return out  # each file alone then says which one it was, and where
     offset = 0

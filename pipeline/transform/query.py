@@ -281,16 +281,17 @@ def _all_present(members: list[Member]) -> str | None:
     return " AND ".join(checks) if checks else "TRUE"
 
 
-def source_sql(compiled: CompiledCopy, shape: ShapeSql = _NO_SHAPE) -> str:
+def source_sql(compiled: CompiledCopy, shape: ShapeSql = _NO_SHAPE, file_column: bool = False) -> str:
     """What per-file queries read: INPUT_VIEW, plus the columns the pipe's expressions read beyond
     it: the file's name and scan time (bound as parameters, see ``query_params``) and, for Parquet, the
-    whole row as JSON; with ``shape.replace``, some file columns as the Parquet reader shows them."""
+    whole row as JSON; with ``shape.replace``, some file columns as the Parquet reader shows them.
+    ``file_column``: the input has the file's name in a column of its own (``with_file_column``:
+    the rows of several files in one query, ``copy_group``), not as a parameter."""
     extra = []
     if compiled.metadata:
-        extra += [
-            f"${_FILENAME_PARAM} AS {ident(FILENAME_COLUMN)}",
-            f"CAST(${_SCAN_TIME_PARAM} AS TIMESTAMPTZ) AS {ident(SCAN_TIME_COLUMN)}",
-        ]
+        if not file_column:
+            extra.append(f"${_FILENAME_PARAM} AS {ident(FILENAME_COLUMN)}")
+        extra.append(f"CAST(${_SCAN_TIME_PARAM} AS TIMESTAMPTZ) AS {ident(SCAN_TIME_COLUMN)}")
     if compiled.file_info:
         extra += [
             f"${_CONTENT_KEY_PARAM} AS {ident(CONTENT_KEY_COLUMN)}",
@@ -305,14 +306,22 @@ def source_sql(compiled: CompiledCopy, shape: ShapeSql = _NO_SHAPE) -> str:
 _NO_INFO = FileInfo(content_key="", last_modified="1970-01-01T00:00:00")
 
 
+def with_file_column(inp: pa.Table, filename: str) -> pa.Table:
+    """A file's input table with its name in a column, as ``source_sql(..., file_column=True)`` reads it."""
+    return inp.append_column(FILENAME_COLUMN, pa.array([filename] * inp.num_rows, pa.string()))
+
+
 def query_params(
-    compiled: CompiledCopy, filename: str, scan_time: str, info: FileInfo | None = None
+    compiled: CompiledCopy, filename: str | None, scan_time: str, info: FileInfo | None = None
 ) -> dict[str, str]:
     """The values of ``source_sql``'s parameters (DuckDB refuses values for parameters it lacks).
-    ``info`` is needed when ``compiled.file_info``."""
+    ``info`` is needed when ``compiled.file_info``; ``filename`` None: it is in a column
+    (``with_file_column``)."""
     values: dict[str, str] = {}
     if compiled.metadata:
-        values |= {_FILENAME_PARAM: filename, _SCAN_TIME_PARAM: scan_time}
+        values[_SCAN_TIME_PARAM] = scan_time
+        if filename is not None:
+            values[_FILENAME_PARAM] = filename
     if compiled.file_info:
         info = info or _NO_INFO
         values |= {_CONTENT_KEY_PARAM: info.content_key, _LAST_MODIFIED_PARAM: info.last_modified}
@@ -327,8 +336,9 @@ def query_for(
     cached = compiled.queries.get(key)
     if cached is not None:
         return cached
-    src = source_sql(compiled, shape)
-    probe_params = query_params(compiled, "", "1970-01-01T00:00:00+00:00")
+    file_column = FILENAME_COLUMN in inp.schema.names
+    src = source_sql(compiled, shape, file_column)
+    probe_params = query_params(compiled, None if file_column else "", "1970-01-01T00:00:00+00:00")
     con.register(INPUT_VIEW, inp.schema.empty_table())
     try:
         types = _value_types(compiled, src, con, probe_params)

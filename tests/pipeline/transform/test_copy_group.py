@@ -75,8 +75,19 @@ def test_a_file_of_another_width_is_left_to_load_alone() -> None:
     assert [out[0], out[2]] == [alone(compiled, n, d) for n, d in (files[0], files[2])]
 
 
-def test_a_copy_that_reads_the_file_name_is_not_grouped() -> None:
-    compiled = compile_for(ORDERS, columns=["ID", "NAME"], select=["$1", "METADATA$FILENAME"])
+def test_each_file_keeps_its_name_and_row_numbers() -> None:
+    compiled = compile_for(
+        ORDERS, columns=["ID", "NAME"], select=["METADATA$FILE_ROW_NUMBER", "METADATA$FILENAME"]
+    )
+    files = [("d/a.csv", b"1,a\n2,b\n"), ("b.csv", b"3,c\n"), ("d/c.csv", b"4,d\n5,e\n6,f\n")]
+    out = grouped(compiled, files)
+    assert all(g is not None for g in out)
+    assert out == [alone(compiled, name, data) for name, data in files]
+    assert [r["NAME"] for g in out if g for r in g[0]] == ["d/a.csv"] * 2 + ["b.csv"] + ["d/c.csv"] * 3
+
+
+def test_a_copy_that_reads_the_files_etag_is_not_grouped() -> None:
+    compiled = compile_for(ORDERS, columns=["ID", "NAME"], select=["$1", "METADATA$FILE_CONTENT_KEY"])
     assert not groupable(compiled)
     assert grouped(compiled, [("a.csv", b"1,a\n"), ("b.csv", b"2,b\n")]) == [None, None]
 
