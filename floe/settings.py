@@ -264,10 +264,10 @@ class PipelineSettings(_Section):
     """Upper bound on one streaming pipe's channel appends (up to 4 MB each) in one micro-batch."""
     partitions: int = 2
     """Spark tasks per micro-batch (at most one per file)."""
-    driver_batch_files: int = Field(default=8, ge=0)
+    driver_batch_files: int = Field(default=64, ge=0)
     """A micro-batch of at most this many files (and ``driver_batch_bytes``) loads in the job's
     driver, without a Spark job, whose start-up costs more than a few small files do (0: never)."""
-    driver_batch_bytes: int = Field(default=8 * 1024 * 1024, ge=0)
+    driver_batch_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
     """Most stored bytes a micro-batch loaded in the driver may hold; a file of unknown size, or
     more bytes, go to Spark's tasks."""
     tables_bucket: str = "floe-tables"
