@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -511,3 +512,16 @@ def test_the_offset_log_names_the_entries_spark_reads_for_each_micro_batch(
         assert via_log == via_spark, f"batch {batch_id}: the logged range reads other entries"
     paths = sorted(t.path for s, _ in seen.values() for t in s)
     assert len(paths) == 35 == len(set(paths)), "every file in exactly one micro-batch"
+
+
+@pytest.mark.unit
+def test_importing_the_source_leaves_the_readers_libraries_out() -> None:
+    """Spark's streaming source runner, a Python process as long-lived as the job, imports
+    ``pipeline.source``: it needs neither boto3 nor the table reader, which would cost it about
+    26 MB (bench/README.md)."""
+    code = (
+        "import sys, pipeline.source; "
+        "print(sorted(m for m in ('boto3', 'pipeline.reader') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
