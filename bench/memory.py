@@ -19,17 +19,20 @@ from typing import Any
 PROC = Path("/proc")
 
 
+def stat_fields(stat: str) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name: state, ppid, pgrp, session, ..."""
+    # The command name sits in parentheses and may itself hold spaces or parentheses.
+    return stat.rsplit(")", 1)[1].split()
+
+
 def parse_stat_session(stat: str) -> int:
     """The session id in the text of /proc/<pid>/stat."""
-    # The command name sits in parentheses and may itself hold spaces or parentheses; after it
-    # come state, ppid, pgrp, session.
-    fields = stat.rsplit(")", 1)[1].split()
-    return int(fields[3])
+    return int(stat_fields(stat)[3])
 
 
 def parse_stat_parent(stat: str) -> int:
     """The parent pid in the text of /proc/<pid>/stat."""
-    return int(stat.rsplit(")", 1)[1].split()[1])
+    return int(stat_fields(stat)[1])
 
 
 def forked_workers(sid: int) -> int:

@@ -45,7 +45,7 @@ from pyarrow import fs as pafs
 
 from bench.harness import BenchError, FloeStack, SqlClient, remove_tree, unique, wait_for
 from bench.latency import percentile, summary
-from bench.memory import PROC, session_members
+from bench.memory import PROC, session_members, stat_fields
 from floe.blobs import crypto_from_settings, write_blob
 from floe.catalog.ddl import CreateTable, parse
 from floe.catalog.models import Table
@@ -163,7 +163,7 @@ def spread(values: Sequence[float]) -> dict[str, float]:
 def parse_stat_cpu_ticks(stat: str) -> int:
     """utime + stime (clock ticks) in the text of /proc/<pid>/stat."""
     # After the parenthesized command: state (field 3) ... utime (14), stime (15).
-    fields = stat.rsplit(")", 1)[1].split()
+    fields = stat_fields(stat)
     return int(fields[11]) + int(fields[12])
 
 

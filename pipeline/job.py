@@ -91,12 +91,12 @@ class BatchProcessor:
         self,
         settings: Settings,
         spark: SparkSession,
+        reader: FileStreamReader,
         metrics: PipelineMetrics | None = None,
-        reader: FileStreamReader | None = None,
     ) -> None:
         self.settings = settings
         self.reader = reader
-        """The source's reader, to read a micro-batch's entries here (None: through Spark)."""
+        """The source's reader, to read a micro-batch's entries here."""
         self.metrics = metrics or PipelineMetrics.create()
         self.spark = spark
         self.redis = settings.redis.client()
@@ -220,16 +220,11 @@ class BatchProcessor:
         """The micro-batch's tasks, read from Redis here over the range Spark logged for the batch:
         what the source's ``read`` would return, without the Spark job that collecting ``df`` runs
         (0.1-0.2 s a batch). Through ``df`` when the offset log cannot be read."""
-        planned = (
-            None if self.reader is None else logged_range(self.settings.pipeline.checkpoint_dir, batch_id)
-        )
-        if self.reader is None or planned is None:
-            if self.reader is not None:
-                log.warning(
-                    "batch %d: its offsets are not in the offset log; reading it through Spark", batch_id
-                )
-            return [LoadTask.from_row(r.asDict()) for r in df.collect()]
-        return self.reader.tasks(self.reader.partitions(*planned))
+        planned = logged_range(self.settings.pipeline.checkpoint_dir, batch_id)
+        if planned is not None:
+            return self.reader.tasks(self.reader.partitions(*planned))
+        log.warning("batch %d: its offsets are not in the offset log; reading it through Spark", batch_id)
+        return [LoadTask.from_row(r.asDict()) for r in df.collect()]
 
     def _load_in_spark(self, ctx: BatchContext, tasks: list[LoadTask], n: int) -> list[dict[str, Any]]:
         """Load the batch in ``n`` Spark tasks; their output rows."""
@@ -374,7 +369,7 @@ def run(settings: Settings) -> None:
     spark = spark_session(settings, "floe-pipeline")
     spark.dataSource.register(FloeFileSource)
     options = source_options(settings, draining)
-    processor = BatchProcessor(settings, spark, reader=FileStreamReader(options, settings.redis))
+    processor = BatchProcessor(settings, spark, FileStreamReader(options, settings.redis))
     serve(
         processor.metrics.registry,
         settings.api.host,

@@ -819,6 +819,7 @@ class _TaskFiles:
         (stream_file logs the streamed ones itself)."""
         self.held: list[tuple[int, LoadTask, bytes]] = []
         """Small files waiting to share one transform query (``transform_group``), in file order."""
+        self.held_bytes = 0
 
     def load(self, tasks: list[LoadTask], part: int) -> list[LoadOutcome | BlobMeta]:
         """Load the files in path order and write the blob; every outcome, then the blob's entry."""
@@ -833,7 +834,8 @@ class _TaskFiles:
                 self.table = self.evolving.table
             if group and isinstance(fetched, bytes) and len(fetched) <= GROUP_FILE_BYTES:
                 self.held.append((index, task, fetched))
-                if len(self.held) >= GROUP_FILES or sum(len(b) for _, _, b in self.held) >= GROUP_BYTES:
+                self.held_bytes += len(fetched)
+                if len(self.held) >= GROUP_FILES or self.held_bytes >= GROUP_BYTES:
                     self._flush()
                 continue
             self._flush()  # the held files first: the blob keeps the files' order
@@ -904,6 +906,7 @@ class _TaskFiles:
             else:
                 self._record(task, *done, False)
         self.held.clear()
+        self.held_bytes = 0
 
     def _write(self, part: int) -> str:
         """The task's blob of every loaded file's rows; its name ('' when no file loaded rows)."""
