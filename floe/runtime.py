@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import fcntl
 import json
 import logging
 import os
@@ -205,19 +207,34 @@ class Faults:
             if self._hits[point] != armed.crash_on_hit:
                 return
         logging.getLogger("floe.faults").warning("fault injection: SIGKILL at %s", point)
+        group = _floe_group()
         if armed.record_file:
-            fd = os.open(armed.record_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, f"{point} {os.getpid()}\n".encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _record_crash(armed.record_file, point, os.getpid() if group is None else group)
         for handler in logging.getLogger().handlers:
             handler.flush()
-        group = _floe_group()
         if group is not None:
-            os.killpg(group, signal.SIGKILL)
+            # Another process of the tree may have killed the group already.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _record_crash(path: str, point: str, tree: int) -> None:
+    """Append ``point pid tree`` to the crash record, once per process tree.
+
+    Two processes of one tree (two Spark Python workers, or a worker and the driver) can reach their
+    n-th hit within the moment the first one's SIGKILL takes to land. The tree crashed once, so the
+    record says so once: the file lock orders them, and the later one finds its tree recorded.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        lines = [line.split() for line in Path(path).read_text().splitlines()]
+        if not any(line[:1] == [point] and line[2:3] == [str(tree)] for line in lines):
+            os.write(fd, f"{point} {os.getpid()} {tree}\n".encode())
+            os.fsync(fd)
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def _floe_group() -> int | None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+import multiprocessing.synchronize
 import os
 from pathlib import Path
 
 import pytest
 
-from floe.runtime import Faults
+from floe.runtime import Faults, _record_crash
 from floe.settings import FaultSettings
 
 pytestmark = pytest.mark.unit
@@ -61,6 +63,30 @@ def test_hits_count_from_the_arming_and_a_disarmed_point_never_crashes(
     for _ in range(3):
         faults.hit("pipeline.after_commit")
     assert len(crashes) == 1
+
+
+def _crash_together(start: multiprocessing.synchronize.Barrier, path: str, tree: int) -> None:
+    start.wait()
+    _record_crash(path, "pipeline.reading", tree)
+
+
+def test_a_process_tree_that_crashes_in_two_processes_at_once_is_recorded_once(tmp_path: Path) -> None:
+    record = tmp_path / "faults.log"
+    ctx = multiprocessing.get_context("fork")
+    start = ctx.Barrier(6)
+    # Six processes of tree 100 reach the crash together, as two Spark workers can.
+    procs = [ctx.Process(target=_crash_together, args=(start, str(record), 100)) for _ in range(6)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=30)
+    assert [proc.exitcode for proc in procs] == [0] * 6
+    lines = record.read_text().splitlines()
+    assert len(lines) == 1 and lines[0].split()[::2] == ["pipeline.reading", "100"]
+    _record_crash(str(record), "pipeline.reading", 200)  # a restarted tree crashes again
+    _record_crash(str(record), "pipeline.after_blobs", 100)  # another point
+    assert record.read_text().split().count("pipeline.reading") == 2
+    assert len(record.read_text().splitlines()) == 3
 
 
 def test_a_malformed_arm_file_arms_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
