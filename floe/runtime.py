@@ -12,7 +12,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import FrameType
 
@@ -42,6 +42,11 @@ from the step that picks the file on. A whitelist, not every extra: libraries pa
 (uvicorn's ``color_message``), which would only add noise."""
 
 
+# UTF-8 as it is, so a grep for a file name with accents finds it. One encoder for every line:
+# json.dumps with options builds a new one per call.
+_LINE_ENCODER = json.JSONEncoder(default=str, ensure_ascii=False)
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, the process (``process``, as
     ``setup_logging`` names it), the message and the LOG_FIELDS that are known."""
@@ -59,15 +64,61 @@ class JsonFormatter(logging.Formatter):
         if self.process is not None:
             entry["process"] = self.process
         entry["msg"] = record.getMessage()
-        entry.update(log_context.get() or {})
+        context = log_context.get()
+        if context:
+            entry.update(context)
+        fields = record.__dict__
         for key in LOG_FIELDS:
-            value = getattr(record, key, None)
+            value = fields.get(key)
             if value is not None:
                 entry[key] = value
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        # UTF-8 as it is, so a grep for a file name with accents finds it.
-        return json.dumps(entry, default=str, ensure_ascii=False)
+        return _LINE_ENCODER.encode(entry)
+
+
+class LinesHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A StreamHandler that also takes many records at once (``log_lines``): one lock, one write
+    and one flush for all of them, where ``handle`` takes each for itself.
+
+    The journey's lines come a call's or a micro-batch's files at a time; written one by one, the
+    API's worker threads queued on the handler's lock behind each other's write.
+    """
+
+    def handle_many(self, records: list[logging.LogRecord]) -> None:
+        """Format the records this handler's level and filters pass, and write them together."""
+        kept = [r for r in records if r.levelno >= self.level and self.filter(r)]
+        if not kept:
+            return
+        text = "".join(self.format(r) + self.terminator for r in kept)
+        with self.lock:  # type: ignore[union-attr]  # created by Handler.__init__
+            try:
+                self.stream.write(text)
+                self.flush()
+            except Exception:  # noqa: BLE001 -- logging must not raise; Handler reports it
+                self.handleError(kept[0])
+
+
+def log_lines(logger: logging.Logger, lines: Iterable[tuple[int, str, Mapping[str, object]]]) -> None:
+    """Log ``(level, message, extra)`` lines as ``logger.log(level, message, extra=extra)`` would,
+    one record each, but handed to a LinesHandler all at once (any other handler, such as pytest's
+    caplog, gets them one by one)."""
+    records = [
+        logger.makeRecord(logger.name, level, "(unknown file)", 0, message, (), None, extra=dict(extra))
+        for level, message, extra in lines
+        if logger.isEnabledFor(level)
+    ]
+    records = [r for r in records if logger.filter(r)]
+    current: logging.Logger | None = logger
+    while records and current is not None:  # Logger.callHandlers' walk
+        for handler in current.handlers:
+            if isinstance(handler, LinesHandler):
+                handler.handle_many(records)
+            else:
+                for record in records:
+                    if record.levelno >= handler.level:
+                        handler.handle(record)
+        current = current.parent if current.propagate else None
 
 
 OWNER_ONLY_UMASK = 0o077
@@ -104,7 +155,7 @@ def private_dir(path: str | Path) -> Path:
 
 def setup_logging(settings: Settings, component: str) -> logging.Logger:
     """Configure the root logger for a process; returns the component's logger."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = LinesHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(component))
     root = logging.getLogger()
     root.handlers[:] = [handler]

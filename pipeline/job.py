@@ -39,7 +39,7 @@ from floe.history import FileState
 from floe.keys import REDIS_ERRORS, Keys, RedisClient
 from floe.metrics import CommittedFile, PipelineMetrics, serve
 from floe.records import TASK_SCHEMA, WIRE_DDL, LoadTask, PipeResults, decode_results
-from floe.runtime import Faults, Readiness, Shutdown, log_context, setup_logging
+from floe.runtime import Faults, Readiness, Shutdown, log_context, log_lines, setup_logging
 from floe.settings import Settings
 from pipeline.loader import BatchContext, external_entry, process_partition
 from pipeline.registrar import ChannelRegistrar, ChannelSettle, Outcome, PipeCommit, Registrar
@@ -176,13 +176,18 @@ class BatchProcessor:
             todo.extend(files)
         if not todo:
             return
-        for t in todo:  # the journey's ``picked`` step
-            if t.pipe_id in names:
-                log.info(
-                    "picked by micro-batch %d",
-                    batch_id,
-                    extra={"pipe": names[t.pipe_id], "file": t.path, "step": "picked"},
+        log_lines(  # the journey's ``picked`` step
+            log,
+            (
+                (
+                    logging.INFO,
+                    f"picked by micro-batch {batch_id}",
+                    {"pipe": names[t.pipe_id], "file": t.path, "step": "picked"},
                 )
+                for t in todo
+                if t.pipe_id in names
+            ),
+        )
         here = on_driver(
             todo, self.settings.pipeline.driver_batch_files, self.settings.pipeline.driver_batch_bytes
         )

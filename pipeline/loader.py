@@ -36,7 +36,7 @@ from floe.errors import CompilationError, FileLoadError
 from floe.external import Breaker, FunctionCaller, RemoteFunction
 from floe.keys import Keys, RedisClient, one_slot
 from floe.records import LoadOutcome, LoadTask, RowAppend, encode_results
-from floe.runtime import Faults, setup_logging
+from floe.runtime import Faults, log_lines, setup_logging
 from floe.settings import Settings
 from floe.stage_crypto import StageFileError, plain_size, stage_cipher
 from pipeline.chunks import (
@@ -927,22 +927,25 @@ def _log_files(ctx: BatchContext, pipe: Pipe, whole: list[tuple[LoadOutcome, boo
     """One line per file a task read whole, once its blob is written: the journey's ``loaded`` step
     (the worker's stderr, which Spark copies into the job's log in local mode, and into the
     executor's stderr in its work directory on a standalone cluster)."""
-    for outcome, in_blob in whole:
-        log.info(
-            "read and transformed: %s, %d of %d rows%s",
-            outcome.status,
-            outcome.rows_loaded,
-            outcome.rows_parsed,
-            f", written to blob {blob}" if in_blob else "",
-            extra={
-                "pipe": pipe.name,
-                "file": outcome.path,
-                "batch": ctx.batch_id,
-                "step": "loaded",
-                "status": outcome.status,
-                "rows": outcome.rows_loaded,
-            },
-        )
+    log_lines(
+        log,
+        (
+            (
+                logging.INFO,
+                f"read and transformed: {outcome.status}, {outcome.rows_loaded} of {outcome.rows_parsed} rows"
+                + (f", written to blob {blob}" if in_blob else ""),
+                {
+                    "pipe": pipe.name,
+                    "file": outcome.path,
+                    "batch": ctx.batch_id,
+                    "step": "loaded",
+                    "status": outcome.status,
+                    "rows": outcome.rows_loaded,
+                },
+            )
+            for outcome, in_blob in whole
+        ),
+    )
 
 
 class _TaskClock:

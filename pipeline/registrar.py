@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from floe.history import FileState, errors_json
 from floe.keys import Keys, RedisClient, one_slot
+from floe.runtime import log_lines
 
 log = logging.getLogger("floe.pipeline.registrar")
 
@@ -146,19 +147,22 @@ class Registrar:
 def _log_commit(c: PipeCommit, batch_id: int) -> None:
     """The journey's last step, one line per file: its load is in the table and in the load history
     (a failure at WARNING, with its first error)."""
-    for state, _ in c.files:
-        extra = {
-            "pipe": c.pipe_name or c.pipe_id,
-            "file": state.path,
-            "batch": batch_id,
-            "step": "committed",
-            "status": state.status,
-            "rows": state.rows_loaded,
-        }
-        if state.status == "LOAD_FAILED":
-            log.warning("load failed: %s", state.first_error, extra=extra)
-        else:
-            log.info("committed: %s, %s rows", state.status, state.rows_loaded, extra=extra)
+    pipe = c.pipe_name or c.pipe_id
+    log_lines(log, (_commit_line(state, pipe, batch_id) for state, _ in c.files))
+
+
+def _commit_line(state: FileState, pipe: str, batch_id: int) -> tuple[int, str, dict[str, object]]:
+    extra: dict[str, object] = {
+        "pipe": pipe,
+        "file": state.path,
+        "batch": batch_id,
+        "step": "committed",
+        "status": state.status,
+        "rows": state.rows_loaded,
+    }
+    if state.status == "LOAD_FAILED":
+        return logging.WARNING, f"load failed: {state.first_error}", extra
+    return logging.INFO, f"committed: {state.status}, {state.rows_loaded} rows", extra
 
 
 # ------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from floe.history import FileState, SkipRecord, Status, record_skips, states_of
 from floe.keys import Keys, RedisClient, one_slot
 from floe.metrics import FileFlow
 from floe.records import Origin, QueueEntry
+from floe.runtime import log_lines
 
 log = logging.getLogger("floe.dedup")
 
@@ -198,19 +199,25 @@ class Deduper:
             args += [f.path, stream_size(f.size), state.json(f), "" if f.put_ms is None else f.put_ms]
         one_slot(keys, "dedup script")
         flags = cast(list[int], self._script(keys=keys, args=args))
-        for f, new in zip(files, flags, strict=True):
-            # The first step of a file's journey through the logs, in the process that received it
-            # (the consumer for a notification, the API for insertFiles). The message texts are
-            # what the chaos tests look for.
-            log.info(
-                "enqueued" if new else "skipped: already seen by this pipe",
-                extra={
-                    "pipe": pipe.name,
-                    "file": f.path,
-                    "step": "enqueued" if new else "skipped",
-                    "source": source,
-                },
-            )
+        # The first step of a file's journey through the logs, in the process that received it
+        # (the consumer for a notification, the API for insertFiles). The message texts are what
+        # the chaos tests look for.
+        log_lines(
+            log,
+            (
+                (
+                    logging.INFO,
+                    "enqueued" if new else "skipped: already seen by this pipe",
+                    {
+                        "pipe": pipe.name,
+                        "file": f.path,
+                        "step": "enqueued" if new else "skipped",
+                        "source": source,
+                    },
+                )
+                for f, new in zip(files, flags, strict=True)
+            ),
+        )
         if not all(flags):
             self._note_skips(pipe, [f for f, new in zip(files, flags, strict=True) if not new], now, source)
         enqueued = [bool(x) for x in flags]

@@ -1,8 +1,11 @@
-"""Fault injection's arm file: how the chaos tests arm a running process without restarting it."""
+"""Fault injection's arm file (how the chaos tests arm a running process without restarting it), its
+crash record, and the log handler that writes a batch of lines at once."""
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import multiprocessing
 import multiprocessing.synchronize
 import os
@@ -10,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from floe.runtime import Faults, _record_crash
+from floe.runtime import Faults, JsonFormatter, LinesHandler, _record_crash, log_lines
 from floe.settings import FaultSettings
 
 pytestmark = pytest.mark.unit
@@ -97,3 +100,51 @@ def test_a_malformed_arm_file_arms_nothing(tmp_path: Path, caplog: pytest.LogCap
     assert "fault arm file" in caplog.text
     arm(path, crash_on_hit="often")
     assert faults.current() == faults.settings
+
+
+class _Writes(io.StringIO):
+    """A stream that counts its writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+def test_log_lines_writes_a_batch_of_records_at_once_and_gives_other_handlers_each(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stream = _Writes()
+    handler = LinesHandler(stream)
+    handler.setFormatter(JsonFormatter("api"))
+    logger = logging.getLogger("floe.test_log_lines")
+    logger.addHandler(handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="floe.test_log_lines"):
+            log_lines(
+                logger,
+                [
+                    (logging.INFO, "enqueued", {"file": "a.csv", "step": "enqueued"}),
+                    (logging.DEBUG, "left alone", {"file": "b.csv"}),  # below the logger's level
+                    (logging.WARNING, "load failed: 100% bad", {"file": "c%s.csv", "rows": 0}),
+                ],
+            )
+    finally:
+        logger.removeHandler(handler)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [(x["level"], x["msg"], x["file"]) for x in lines] == [
+        ("INFO", "enqueued", "a.csv"),
+        ("WARNING", "load failed: 100% bad", "c%s.csv"),  # a message is not %-formatted again
+    ]
+    assert lines[0]["step"] == "enqueued" and lines[1]["rows"] == 0
+    assert stream.writes == 1  # both lines in one write
+    # pytest's handler, not a LinesHandler, got the same records one by one.
+    assert [(r.getMessage(), r.__dict__["file"]) for r in caplog.records] == [
+        ("enqueued", "a.csv"),
+        ("load failed: 100% bad", "c%s.csv"),
+    ]
+    log_lines(logger, [])  # nothing to write: no empty write either
+    assert stream.writes == 1
