@@ -39,6 +39,8 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
         .config("spark.driver.memory", p.driver_memory)
         .config("spark.sql.shuffle.partitions", str(max(1, p.partitions)))
         .config("spark.python.worker.reuse", "true")
+        # Workers that import pyspark compiled, not from Spark's zip (pipeline/spark_daemon.py).
+        .config("spark.python.daemon.module", "pipeline.spark_daemon")
         .config("spark.sql.streaming.pollingDelay", "50ms")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
     )
