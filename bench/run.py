@@ -653,8 +653,12 @@ class Run:
             if "curves" in self.parts:
                 self.curves(progress)
         # Row streaming warms its own path (its first appends), so a failed file warm-up does not
-        # keep it from running.
+        # keep it from running. Its appends load in Spark's tasks, whose Python workers are not
+        # started yet, or stopped after the parts before left them idle a minute (latency's trickle
+        # loads in the driver): the file warm-up starts them, as before the floe part.
         if rows is not None:
+            if a.warmup:
+                self.finish_warmup(progress, self.start_warmup(progress))
             self.streaming(progress, rows)
         if "external" in self.parts:
             self.external(progress)
