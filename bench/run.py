@@ -653,12 +653,8 @@ class Run:
             if "curves" in self.parts:
                 self.curves(progress)
         # Row streaming warms its own path (its first appends), so a failed file warm-up does not
-        # keep it from running. Its appends load in Spark's tasks, whose Python workers are not
-        # started yet, or stopped after the parts before left them idle a minute (latency's trickle
-        # loads in the driver): the file warm-up starts them, as before the floe part.
+        # keep it from running.
         if rows is not None:
-            if a.warmup:
-                self.finish_warmup(progress, self.start_warmup(progress))
             self.streaming(progress, rows)
         if "external" in self.parts:
             self.external(progress)
@@ -1013,6 +1009,11 @@ class Run:
 
     def streaming(self, progress: Progress, rows: list[dict[str, Any]]) -> None:
         """Snowpipe Streaming: warm-up, rows/s with 1 and 8 channels, append→committed latency."""
+        if self.args.warmup:
+            # Its appends load in Spark's tasks, whose Python workers are not started yet, or were
+            # stopped after the parts before left them idle a minute (latency's trickle loads in
+            # the driver): the file warm-up starts them, as before the floe part.
+            self.finish_warmup(progress, self.start_warmup(progress))
         assert self.stack is not None
         a, stack = self.args, self.stack
         out = self.result["figures"].setdefault("streaming", {})
