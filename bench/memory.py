@@ -35,9 +35,13 @@ def parse_stat_parent(stat: str) -> int:
     return int(stat_fields(stat)[1])
 
 
+DAEMON_MODULES = (b"pyspark.daemon", b"pipeline.spark_daemon")
+"""What a PySpark worker daemon's command line runs: pyspark's own, or Floe's (decision 97)."""
+
+
 def forked_workers(sid: int) -> int:
-    """PySpark Python workers in session ``sid``: the children of its ``pyspark.daemon``
-    processes, which Spark stops once they have had no task for a minute."""
+    """PySpark Python workers in session ``sid``: the children of its worker daemons
+    (``DAEMON_MODULES``), which Spark stops once they have had no task for a minute."""
     pids = session_members({sid})[sid]
     daemons, parents = set(), {}
     for pid in pids:
@@ -46,7 +50,7 @@ def forked_workers(sid: int) -> int:
             parents[pid] = parse_stat_parent((PROC / str(pid) / "stat").read_text())
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile
-        if b"pyspark.daemon" in cmdline:
+        if any(module in cmdline for module in DAEMON_MODULES):
             daemons.add(pid)
     return sum(1 for pid, parent in parents.items() if parent in daemons)
 

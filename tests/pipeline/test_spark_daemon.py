@@ -1,5 +1,5 @@
 """PySpark's daemon with pyspark imported compiled from its package, not from Spark's zip
-(pipeline/spark_daemon.py, decision 97)."""
+(pipeline/spark_daemon.py, decision 97), and the bench's count of the workers it forks."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from bench.memory import forked_workers
 from floe.settings import Settings
 from pipeline.session import spark_session
 from pipeline.spark_daemon import settle_path, zip_version
@@ -68,6 +69,8 @@ def test_the_jobs_workers_import_the_compiled_package(isolated_settings: Setting
     try:
         assert spark.sparkContext.getConf().get("spark.python.daemon.module") == "pipeline.spark_daemon"
         views = spark.sparkContext.parallelize(range(2), 2).map(_worker_view).collect()
+        # The bench's idle-memory figure waits for these workers to go: it must see them.
+        assert forked_workers(os.getsid(0)) >= 1
     finally:
         spark.stop()
     assert views, "the tasks ran"
