@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,13 @@ DAEMON_MODULES = (b"pyspark.daemon", b"pipeline.spark_daemon")
 """What a PySpark worker daemon's command line runs: pyspark's own, or Floe's (decision 97)."""
 
 
+def runs_module(cmdline: bytes, modules: tuple[bytes, ...]) -> bool:
+    """Whether a /proc/<pid>/cmdline is ``python -m <one of modules> ...``. Not a substring test:
+    the JVM's own command line names the daemon module in its --conf."""
+    args = cmdline.split(b"\0")
+    return any(a == b"-m" and b in modules for a, b in pairwise(args))
+
+
 def forked_workers(sid: int) -> int:
     """PySpark Python workers in session ``sid``: the children of its worker daemons
     (``DAEMON_MODULES``), which Spark stops once they have had no task for a minute."""
@@ -50,7 +58,7 @@ def forked_workers(sid: int) -> int:
             parents[pid] = parse_stat_parent((PROC / str(pid) / "stat").read_text())
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile
-        if any(module in cmdline for module in DAEMON_MODULES):
+        if runs_module(cmdline, DAEMON_MODULES):
             daemons.add(pid)
     return sum(1 for pid, parent in parents.items() if parent in daemons)
 

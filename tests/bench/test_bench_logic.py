@@ -36,7 +36,7 @@ from bench.external import (
 )
 from bench.harness import BenchError, isolated_settings
 from bench.latency import percentile, summary
-from bench.memory import parse_kib, parse_stat_session
+from bench.memory import parse_kib, parse_stat_session, runs_module
 from bench.notifications import s3_event
 from bench.report import (
     EXTERNAL_RATIO,
@@ -559,3 +559,13 @@ def test_curve_arguments_and_table_rows() -> None:
         "figures.curves.files.growth",
         "figures.curves.size.growth",
     ]
+
+
+def test_a_daemon_is_the_process_that_runs_its_module_not_one_that_names_it() -> None:
+    modules = (b"pyspark.daemon", b"pipeline.spark_daemon")
+    assert runs_module(b"/venv/bin/python\0-m\0pipeline.spark_daemon\0pyspark.worker\0", modules)
+    assert runs_module(b"python\0-m\0pyspark.daemon\0pyspark.sql.worker.create_data_source\0", modules)
+    jvm = b"java\0-cp\0x\0org.apache.spark.deploy.SparkSubmit\0--conf\0spark.python.daemon.module=pipeline.spark_daemon\0"
+    assert not runs_module(jvm, modules)
+    assert not runs_module(b"python\0-m\0pyspark.sql.streaming.python_streaming_source_runner\0", modules)
+    assert not runs_module(b"", modules)
