@@ -565,7 +565,7 @@ def test_a_daemon_is_the_process_that_runs_its_module_not_one_that_names_it() ->
     modules = (b"pyspark.daemon", b"pipeline.spark_daemon")
     assert runs_module(b"/venv/bin/python\0-m\0pipeline.spark_daemon\0pyspark.worker\0", modules)
     assert runs_module(b"python\0-m\0pyspark.daemon\0pyspark.sql.worker.create_data_source\0", modules)
-    jvm = b"java\0-cp\0x\0org.apache.spark.deploy.SparkSubmit\0--conf\0spark.python.daemon.module=pipeline.spark_daemon\0"
+    jvm = b"java\0SparkSubmit\0--conf\0spark.python.daemon.module=pipeline.spark_daemon\0pyspark-shell\0"
     assert not runs_module(jvm, modules)
     assert not runs_module(b"python\0-m\0pyspark.sql.streaming.python_streaming_source_runner\0", modules)
     assert not runs_module(b"", modules)
