@@ -90,13 +90,13 @@ class LinesHandler(logging.StreamHandler):  # type: ignore[type-arg]
         kept = [r for r in records if r.levelno >= self.level and self.filter(r)]
         if not kept:
             return
-        text = "".join(self.format(r) + self.terminator for r in kept)
-        with self.lock:  # type: ignore[union-attr]  # created by Handler.__init__
-            try:
+        try:
+            text = "".join(self.format(r) + self.terminator for r in kept)
+            with self.lock:  # type: ignore[union-attr]  # created by Handler.__init__
                 self.stream.write(text)
                 self.flush()
-            except Exception:  # noqa: BLE001 -- logging must not raise; Handler reports it
-                self.handleError(kept[0])
+        except Exception:  # noqa: BLE001 -- logging must not raise, as emit does not; Handler reports it
+            self.handleError(kept[0])
 
 
 def log_lines(logger: logging.Logger, lines: Iterable[tuple[int, str, Mapping[str, object]]]) -> None:
