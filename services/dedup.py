@@ -269,14 +269,19 @@ class Deduper:
             if flags == [-1]:
                 raise PipeRetired(f"pipe {pipe.name} was dropped or replaced", pipe=pipe.name)
             done = [Refreshed(int(x)) for x in flags]
-            for f, what in zip(chunk, done, strict=True):
-                # A backfill lists the whole stage every interval: the files left alone, nearly all
-                # of them, only at DEBUG.
-                log.log(
-                    logging.DEBUG if what is Refreshed.SKIPPED else logging.INFO,
-                    _REFRESHED[what],
-                    extra={"pipe": pipe.name, "file": f.path, "step": _STEP[what], "source": source},
-                )
+            # A backfill lists the whole stage every interval: the files left alone, nearly all of
+            # them, only at DEBUG.
+            log_lines(
+                log,
+                (
+                    (
+                        logging.DEBUG if what is Refreshed.SKIPPED else logging.INFO,
+                        _REFRESHED[what],
+                        {"pipe": pipe.name, "file": f.path, "step": _STEP[what], "source": source},
+                    )
+                    for f, what in zip(chunk, done, strict=True)
+                ),
+            )
             if self._flow is not None:
                 sent = [what is not Refreshed.SKIPPED for what in done]
                 # A backfill lists the whole stage every interval: only what it found missing was
