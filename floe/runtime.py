@@ -258,34 +258,78 @@ class Faults:
             if self._hits[point] != armed.crash_on_hit:
                 return
         logging.getLogger("floe.faults").warning("fault injection: SIGKILL at %s", point)
-        group = _floe_group()
-        if armed.record_file:
-            _record_crash(armed.record_file, point, os.getpid() if group is None else group)
         for handler in logging.getLogger().handlers:
             handler.flush()
-        if group is not None:
-            # Another process of the tree may have killed the group already.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(group, signal.SIGKILL)
-        os.kill(os.getpid(), signal.SIGKILL)
+        _crash(point, armed.record_file)
+
+
+def _crash(point: str, record_file: str) -> None:
+    """SIGKILL every process group of this process's Floe tree, this process last; record it first.
+
+    The record's lock is held until this process is dead (the kernel closes its descriptor), so a
+    second process of the tree that reaches its own crash a moment later waits on the lock and dies
+    there: a tree crashes, and is recorded, once. That second process may sit in another process group
+    than the Floe leader's: pyspark's daemon makes a group of its own (``os.setpgid(0, 0)``) for
+    itself and the Python workers it forks, so killing the leader's group alone left them running,
+    and one of them, finding its leader gone, recorded a second crash under a tree of its own.
+    """
+    leader = _floe_group()
+    fd = os.open(record_file, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600) if record_file else -1
+    if fd >= 0:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when this process dies, never before
+        _record_crash_locked(fd, record_file, point, os.getpid() if leader is None else leader)
+    own = os.getpgrp()
+    groups = {leader} | _tree_groups(leader) if leader is not None else set()
+    for group in sorted(groups - {own}):
+        # Another process of the tree may have killed a group already.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+    if own in groups:
+        os.killpg(own, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _record_crash(path: str, point: str, tree: int) -> None:
-    """Append ``point pid tree`` to the crash record, once per process tree.
-
-    Two processes of one tree (two Spark Python workers, or a worker and the driver) can reach their
-    n-th hit within the moment the first one's SIGKILL takes to land. The tree crashed once, so the
-    record says so once: the file lock orders them, and the later one finds its tree recorded.
-    """
+    """Append ``point pid tree`` to the crash record, once per process tree (see ``_crash``)."""
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        lines = [line.split() for line in Path(path).read_text().splitlines()]
-        if not any(line[:1] == [point] and line[2:3] == [str(tree)] for line in lines):
-            os.write(fd, f"{point} {os.getpid()} {tree}\n".encode())
-            os.fsync(fd)
+        _record_crash_locked(fd, path, point, tree)
     finally:
         os.close(fd)  # closing releases the lock
+
+
+def _record_crash_locked(fd: int, path: str, point: str, tree: int) -> None:
+    """Append ``point pid tree`` unless the tree's crash at ``point`` is recorded (lock held)."""
+    lines = [line.split() for line in Path(path).read_text().splitlines()]
+    if not any(line[:1] == [point] and line[2:3] == [str(tree)] for line in lines):
+        os.write(fd, f"{point} {os.getpid()} {tree}\n".encode())
+        os.fsync(fd)
+
+
+def _tree_groups(leader: int) -> set[int]:
+    """The process groups of every process descended from ``leader`` (read from /proc)."""
+    parent: dict[int, int] = {}
+    group: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        parent[int(entry.name)], group[int(entry.name)] = int(fields[1]), int(fields[2])
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    found: set[int] = set()
+    todo = [leader]
+    while todo:
+        pid = todo.pop()
+        for child in children.get(pid, []):
+            found.add(group[child])
+            todo.append(child)
+    return found
 
 
 def _floe_group() -> int | None:

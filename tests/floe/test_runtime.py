@@ -9,12 +9,16 @@ import logging
 import multiprocessing
 import multiprocessing.synchronize
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from floe.runtime import Faults, JsonFormatter, LinesHandler, _record_crash, log_lines
 from floe.settings import FaultSettings
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.unit
 
@@ -90,6 +94,104 @@ def test_a_process_tree_that_crashes_in_two_processes_at_once_is_recorded_once(t
     _record_crash(str(record), "pipeline.after_blobs", 100)  # another point
     assert record.read_text().split().count("pipeline.reading") == 2
     assert len(record.read_text().splitlines()) == 3
+
+
+_LEADER = """\
+import os, subprocess, sys, time
+from floe.runtime import Faults
+from floe.settings import FaultSettings
+
+# `floe <command>`: this file is named floe, so the fault code takes its group for the Floe tree.
+work, who = sys.argv[1], sys.argv[2]
+daemon = subprocess.Popen([sys.executable, os.path.join(work, "daemon.py"), work, who])
+with open(os.path.join(work, "pids"), "a") as f:
+    f.write(f"{os.getpid()}\\n{daemon.pid}\\n")
+if who == "leader":  # the driver crashes while the daemon's workers run
+    while not os.path.exists(os.path.join(work, "b-ready")):
+        time.sleep(0.001)
+    Faults(FaultSettings(crash_at="pipeline.reading", record_file=os.path.join(work, "faults.log"))).hit(
+        "pipeline.reading"
+    )
+daemon.wait()
+"""
+
+_DAEMON = """\
+import os, sys, time
+from floe.runtime import Faults
+from floe.settings import FaultSettings
+
+work, who = sys.argv[1], sys.argv[2]
+os.setpgid(0, 0)  # as pyspark's daemon does: a group of its own for itself and its workers
+leader = os.getppid()
+faults = Faults(FaultSettings(crash_at="pipeline.reading", record_file=os.path.join(work, "faults.log")))
+
+
+def leader_gone() -> bool:
+    try:
+        with open(f"/proc/{leader}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+workers = []
+for role in ("a", "b"):
+    pid = os.fork()
+    if pid == 0:
+        if role == "b":
+            open(os.path.join(work, "b-ready"), "w").close()
+            while not leader_gone():  # the crash has begun: the leader's group is dead
+                time.sleep(0.001)
+            faults.hit("pipeline.reading")  # its own crash, a moment after
+            os._exit(0)
+        while not os.path.exists(os.path.join(work, "b-ready")):
+            time.sleep(0.001)
+        if who == "worker":
+            faults.hit("pipeline.reading")
+        os._exit(0)
+    workers.append(pid)
+with open(os.path.join(work, "pids"), "a") as f:
+    f.write("".join(f"{pid}\\n" for pid in workers))
+for pid in workers:
+    os.waitpid(pid, 0)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("who", ["worker", "leader"])
+def test_a_crash_kills_every_process_group_of_the_tree_and_is_recorded_once(tmp_path: Path, who: str) -> None:
+    """A Spark Python worker (or the driver) crashes; the daemon's workers sit in a group of their own.
+
+    Before the whole tree was killed, the daemon and its other worker outlived the crash: that worker
+    reached its own crash point after its leader died, found no Floe tree above it, and recorded a
+    second crash as a tree of its own (the chaos test that counted two crashes), and the daemon was
+    left running.
+    """
+    (tmp_path / "floe").write_text(_LEADER)
+    (tmp_path / "daemon.py").write_text(_DAEMON)
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    leader = subprocess.Popen(
+        [sys.executable, str(tmp_path / "floe"), str(tmp_path), who], env=env, start_new_session=True
+    )
+    try:
+        assert leader.wait(timeout=60) == -signal.SIGKILL
+        pids = [int(x) for x in (tmp_path / "pids").read_text().split()]
+        assert len(pids) == 4, "the leader, the daemon and its two workers all started"
+        wait_until(lambda: not any(_alive(pid) for pid in pids), timeout=30, what="the whole tree to be gone")
+        lines = (tmp_path / "faults.log").read_text().splitlines()
+        assert [line.split()[::2] for line in lines] == [["pipeline.reading", str(leader.pid)]]
+    finally:
+        started = tmp_path / "pids"
+        for pid in [int(x) for x in started.read_text().split()] if started.exists() else []:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_a_malformed_arm_file_arms_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
