@@ -6,11 +6,14 @@
 ``ON_THE_CLUSTER``. Run with ``-m cluster`` but without those settings, ``redis_cluster`` starts a
 cluster of its own on free ports and stops it afterwards. Without ``-m cluster`` the tests that need a
 cluster are deselected, so ``make test`` starts none.
+
+An entry of ``ON_THE_CLUSTER`` that names no collected test is a usage error (``dead_entries``),
+so a renamed or moved test cannot silently drop off the cluster run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,7 +34,8 @@ ON_THE_CLUSTER = (
 )
 """End-to-end tests that ``make test-cluster`` runs with the whole stack on the cluster: auto-ingest,
 REST (the Snowpipe SDK's insertFiles and reports) and the exactly-once kill tests. They run in
-``make test`` on the single Redis as well."""
+``make test`` on the single Redis as well. An entry is a whole file (``path::``) or one test with
+all its parameter sets (``path::name``, ``named_by``)."""
 
 
 CLUSTER_FIXTURES = ("redis_cluster", "own_cluster")
@@ -40,8 +44,21 @@ CLUSTER_FIXTURES = ("redis_cluster", "own_cluster")
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    nodeids = [i.nodeid for i in items]
+    # Before -m and -k deselect: the whole collection is what an entry must match. --lf collects
+    # only the tests that failed last, so no file is whole.
+    lf = config.getoption("lf", False)
+    args, here, root = config.args, config.invocation_params.dir, config.rootpath
+    whole = set() if lf else whole_files(ON_THE_CLUSTER, args, here, root, nodeids)
+    dead = dead_entries(ON_THE_CLUSTER, nodeids, whole)
+    if dead:
+        raise pytest.UsageError(
+            "tests/infra/conftest.py: ON_THE_CLUSTER names no collected test for "
+            + ", ".join(repr(e) for e in dead)
+            + ": rename the entry with its test, or remove it (make test-cluster would skip it silently)"
+        )
     for item in items:
-        if item.nodeid.startswith(ON_THE_CLUSTER):
+        if any(named_by(entry, item.nodeid) for entry in ON_THE_CLUSTER):
             item.add_marker(pytest.mark.cluster)
     if cluster_selected(config):
         return
@@ -50,6 +67,44 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [i for i in items if i not in dropped]
+
+
+def named_by(entry: str, nodeid: str) -> bool:
+    """Whether ``entry`` of ``ON_THE_CLUSTER`` names the test ``nodeid``: every test of the file for
+    ``path::``; else that test, its parameter sets (``[...]``) and a class's tests (``::``), but no
+    other test whose name merely starts the same (``test_x`` is not ``test_x_again``)."""
+    if entry.endswith("::"):
+        return nodeid.startswith(entry)
+    return nodeid == entry or nodeid.startswith((entry + "[", entry + "::"))
+
+
+def dead_entries(entries: Iterable[str], nodeids: Iterable[str], whole: set[str]) -> list[str]:
+    """The entries naming a file of ``whole`` (files this run collected whole, ``whole_files``) but
+    none of its collected tests ``nodeids``: their test was renamed, moved or deleted."""
+    ids = list(nodeids)
+    return [e for e in entries if e.partition("::")[0] in whole and not any(named_by(e, n) for n in ids)]
+
+
+def whole_files(
+    entries: Iterable[str], args: Iterable[str], here: Path, root: Path, nodeids: Iterable[str]
+) -> set[str]:
+    """The files of ``entries`` (rootdir-relative) that a run on ``args`` (given in ``here``)
+    collected every test of, so that an entry there matching nothing means its test is gone: those
+    under an argument naming a directory or the file itself (not ``file::test``, which collects
+    some of its tests only), unless the file exists but gave no test (``--ignore``,
+    ``collect_ignore``). A file that does not exist counts: a moved or renamed file is what the
+    check is for."""
+    roots = [(here / a).resolve() for a in args if "::" not in a]
+    collected = {n.partition("::")[0] for n in nodeids}
+    out = set()
+    for name in {e.partition("::")[0] for e in entries}:
+        path = (root / name).resolve()
+        if not any(r == path or r in path.parents for r in roots):
+            continue
+        if path.exists() and name not in collected:
+            continue
+        out.add(name)
+    return out
 
 
 def cluster_selected(config: pytest.Config) -> bool:
