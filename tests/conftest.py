@@ -202,6 +202,23 @@ class Stack:
         path = self.logs / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def log_mark(self, name: str) -> int:
+        """Where a process's log ends now (a byte offset), for ``log_since``. A log holds the whole
+        session, every test's lines and every restart's (``start`` appends), so a line found in
+        ``log_text`` may be an earlier test's: take a mark when the test starts and read after it.
+        """
+        path = self.logs / f"{name}.log"
+        return path.stat().st_size if path.exists() else 0
+
+    def log_since(self, name: str, mark: int) -> str:
+        """What a process logged after ``log_mark`` gave ``mark``."""
+        path = self.logs / f"{name}.log"
+        if not path.exists():
+            return ""
+        with path.open("rb") as log:
+            log.seek(mark)
+            return log.read().decode(errors="replace")
+
 
 @pytest.fixture(scope="session")
 def stack(services: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
