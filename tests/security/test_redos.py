@@ -2,7 +2,8 @@
 
 SHOW ... LIKE runs a hand-written wildcard matcher, a pipe's PATTERN runs under RE2, and the
 statement parser scans CREATE PIPE left to right (floe/patterns.py, floe/catalog/ddl.py). Each
-attack gets an answer (a result or a refusal), and /health answers within 0.5 s while it runs.
+attack gets an answer (a result or a refusal), and the API keeps answering /health while the
+attack's requests are in flight (``HealthWatch.answered_in_flight``).
 """
 
 from __future__ import annotations
@@ -14,14 +15,22 @@ import pytest
 from floe.aws import client as aws_client
 from tests.conftest import Stack, unique
 from tests.security.attacks import redos
-from tests.security.attacks.caller import HealthWatch, SqlCaller, watching_health
+from tests.security.attacks.caller import IN_FLIGHT, HealthWatch, SqlCaller, watching_health
 
 pytestmark = pytest.mark.e2e
 
 
 def _healthy(watch: HealthWatch) -> None:
-    assert watch.latencies and not watch.failures, watch.failures
-    assert watch.worst < 0.5, f"/health took {watch.worst:.2f} s during the attack"
+    assert not watch.failures, watch.failures
+    # Progress, not latency: this fails when the API answers no probe while the attack's requests
+    # run. A stall of bounded length inside each request (a regex holding the GIL for seconds)
+    # still leaves answers around it; the CPU-time checks of the matchers and the parser catch
+    # that (tests/floe/test_patterns.py, tests/floe/catalog/test_parse_linear.py).
+    answered = watch.answered_in_flight
+    assert answered >= IN_FLIGHT, (
+        f"/health answered {answered} times while the attack's {len(watch.attacks)} requests were "
+        f"in flight, of {len(watch.probes)} answers"
+    )
 
 
 def test_item5_show_like_with_forty_wildcards(mallory: SqlCaller) -> None:
@@ -30,14 +39,14 @@ def test_item5_show_like_with_forty_wildcards(mallory: SqlCaller) -> None:
 
     def attack() -> list[tuple[int, dict[str, Any]]]:
         return [
-            redos.show_like(mallory, kind, pattern)
+            watch.attack(redos.show_like, mallory, kind, pattern)
             for kind in ("TABLES", "PIPES", "STAGES", "USERS", "ROLES")
             for pattern in (redos.LIKE_PERCENT_RUN, redos.LIKE_LONG)
         ]
 
     # three rounds at most: 30 statements stay within an ordinary user's SQL rate-limit burst
     with watching_health(mallory.url) as watch:
-        rounds = redos.until_polled(watch, attack, rounds=3)
+        rounds = watch.until_answered(attack, rounds=3)
     for status, body in (answer for answers in rounds for answer in answers):
         # an answer: no name matches, or a refusal (SHOW USERS needs ACCOUNTADMIN)
         assert (status, body.get("rows")) == (200, []) or status == 403, body
@@ -54,8 +63,11 @@ def test_item6_pipe_pattern_with_nested_quantifiers(admin: SqlCaller, stack: Sta
         f"CREATE PIPE {pipe} AS COPY INTO {table} FROM @{stage} PATTERN = '{redos.NESTED_PATTERN}'",
     )
     with watching_health(admin.url) as watch:
-        answers = redos.until_polled(
-            watch, lambda: redos.insert_files(admin, f"FLOE.PUBLIC.{pipe.upper()}", redos.NESTED_PATHS)
+        answers = watch.until_answered(
+            lambda: watch.attack(
+                redos.insert_files, admin, f"FLOE.PUBLIC.{pipe.upper()}", redos.NESTED_PATHS
+            ),
+            rounds=20,
         )
     for resp in answers:
         assert resp.status_code == 200, resp.text
@@ -75,13 +87,12 @@ def test_item6_pipe_pattern_with_nested_quantifiers(admin: SqlCaller, stack: Sta
 def test_item7_create_pipe_with_sixty_thousand_spaces(mallory: SqlCaller) -> None:
     def attack() -> list[tuple[int, dict[str, Any]]]:
         return [
-            redos.create_pipe_with_spaces(mallory, unique("p_"), "x"),
-            redos.create_pipe_with_spaces(mallory, unique("p_"), "AS" + " " * redos.HEADER_SPACES + "x"),
-            redos.create_pipe_with_spaces(mallory, unique("p_"), "COMMENT = '" + "'" * 60_000),
+            watch.attack(redos.create_pipe_with_spaces, mallory, unique("p_"), tail)
+            for tail in ("x", "AS" + " " * redos.HEADER_SPACES + "x", "COMMENT = '" + "'" * 60_000)
         ]
 
     with watching_health(mallory.url) as watch:
-        rounds = redos.until_polled(watch, attack, rounds=10)
+        rounds = watch.until_answered(attack, rounds=10)
     for status, body in (answer for answers in rounds for answer in answers):
         assert status == 422, body
         assert "CREATE PIPE" in body["message"] or "COPY INTO" in body["message"], body["message"]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -73,37 +73,92 @@ def new_user(admin: SqlCaller, directory: Path, name: str, *grants: str) -> SqlC
     return SqlCaller(admin.settings, name, str(key_file))
 
 
+@dataclass(frozen=True)
+class Span:
+    """When a request was sent and when its answer came, on ``time.monotonic``: compared with each
+    other to order a probe against an attack, never held against a bound."""
+
+    sent: float
+    answered: float
+
+
+T = TypeVar("T")
+
+IN_FLIGHT = 5
+"""Probes the API must answer while an attack is in flight: a few, so one lucky answer is not it."""
+
+
 @dataclass
 class HealthWatch:
-    """Latencies of /health polled one after another while an attack runs."""
+    """/health probes sent one after another while an attack runs, and the attack's requests.
 
-    latencies: list[float] = field(default_factory=list)
+    What it shows is progress, not speed: how many probes the API answered while an attack request
+    was in flight (``answered_in_flight``). A latency bound would fail on a loaded machine, and a
+    probe answered while no attack was running shows nothing. The price: a stall shorter than the
+    request it happens in leaves answers before and after it, and is not seen.
+    """
+
+    probes: list[Span] = field(default_factory=list)
+    """The probes answered 200, in the order they were sent."""
     failures: list[str] = field(default_factory=list)
+    attacks: list[Span] = field(default_factory=list)
+    """The attack's requests, as ``attack`` ran them."""
+
+    def attack(self, request: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run one attack request, ``request(*args, **kwargs)``, recording when it was in flight. A
+        statement the SQL rate limit turns away is in flight while ``SqlCaller.sql`` waits to retry
+        it, and the API answers probes meanwhile: keep an attack within the limit's burst."""
+        sent = time.monotonic()
+        try:
+            return request(*args, **kwargs)
+        finally:
+            self.attacks.append(Span(sent, time.monotonic()))
 
     @property
-    def worst(self) -> float:
-        """The slowest answer (seconds); infinity when none came."""
-        return max(self.latencies, default=float("inf"))
+    def answered_in_flight(self) -> int:
+        """Probes the API answered while one attack request was in flight (sent after the request
+        was, answered before its answer came), less the first of each request. A probe sent while
+        the attack blocks the API is answered as the block ends, in the same breath as the attack,
+        and may arrive first; only a second answer shows that the API answered in between, so an
+        API that answers nothing during the attack counts none."""
+        counted = 0
+        for attack in self.attacks:
+            inside = [p for p in self.probes if attack.sent <= p.sent and p.answered <= attack.answered]
+            counted += max(0, len(inside) - 1)
+        return counted
+
+    def until_answered(self, attack: Callable[[], T], rounds: int) -> list[T]:
+        """Run ``attack`` (whose requests go through ``self.attack``) again and again until the API
+        has answered ``IN_FLIGHT`` probes while its requests were in flight, or ``rounds`` runs are
+        done; the runs' results. A fixed attack answers in a fraction of a second, and a check of
+        /health that saw nothing proves nothing."""
+        answers = [attack()]
+        while self.answered_in_flight < IN_FLIGHT and len(answers) < rounds:
+            answers.append(attack())
+        return answers
 
 
 @contextmanager
-def watching_health(base_url: str, interval: float = 0.05) -> Iterator[HealthWatch]:
-    """Poll /health until the block ends. A request that fails or takes over 5 s counts as 5 s."""
+def watching_health(base_url: str, interval: float = 0.02) -> Iterator[HealthWatch]:
+    """Poll /health until the block ends, one probe at a time, ``interval`` s after the last answer.
+    A probe that fails or is not answered 200 is a failure. The client waits a minute for an
+    answer: a slow one is no failure (the count of answers in flight is what shows a stall)."""
     watch = HealthWatch()
     stop = threading.Event()
 
     def poll() -> None:
-        with httpx.Client(timeout=5.0) as client:
+        with httpx.Client(timeout=60.0) as client:
             while not stop.is_set():
-                started = time.perf_counter()
+                sent = time.monotonic()
                 try:
                     resp = client.get(f"{base_url}/health")
-                    if resp.status_code != 200:
-                        watch.failures.append(f"/health answered {resp.status_code}")
-                    watch.latencies.append(time.perf_counter() - started)
                 except httpx.HTTPError as exc:
                     watch.failures.append(f"/health failed: {exc!r}")
-                    watch.latencies.append(5.0)
+                else:
+                    if resp.status_code == 200:
+                        watch.probes.append(Span(sent, time.monotonic()))
+                    else:
+                        watch.failures.append(f"/health answered {resp.status_code}")
                 stop.wait(interval)
 
     thread = threading.Thread(target=poll, daemon=True)
@@ -112,4 +167,4 @@ def watching_health(base_url: str, interval: float = 0.05) -> Iterator[HealthWat
         yield watch
     finally:
         stop.set()
-        thread.join(10)
+        thread.join(70)

@@ -3,14 +3,11 @@ the GIL for seconds, sent through the real API."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
-from tests.security.attacks.caller import HealthWatch, SqlCaller
-
-T = TypeVar("T")
+from tests.security.attacks.caller import SqlCaller
 
 # Item 5: each % became `.*`; 12 of them on one table name took 3.6 s, 40 more than 60 s.
 LIKE_PERCENT_RUN = "%" * 40 + "!"
@@ -45,13 +42,3 @@ def insert_files(caller: SqlCaller, pipe: str, paths: list[str]) -> httpx.Respon
         headers=caller.headers(),
         timeout=120.0,
     )
-
-
-def until_polled(watch: HealthWatch, attack: Callable[[], T], polls: int = 3, rounds: int = 20) -> list[T]:
-    """Run ``attack`` again and again until /health has answered ``polls`` times while it ran (or
-    ``rounds`` runs are done): a fixed attack now answers in milliseconds, before the watcher's
-    first poll, and a check of /health that saw nothing proves nothing."""
-    answers = [attack()]
-    while len(watch.latencies) + len(watch.failures) < polls and len(answers) < rounds:
-        answers.append(attack())
-    return answers
