@@ -16,19 +16,32 @@ refusal is 003001 "Insufficient privileges" rather than 002003 "does not exist o
 A SHOW row says which name the statement lists; without the grants it lists the rest but not that.
 Rows without grants are statements anyone may run, and say so.
 
-``test_every_statement_and_route_has_a_row`` fails when a statement type or a route is added
-without a row here.
+Routes have rows too, one family of routes to a runner (``runner_of``): Snowpipe REST, Snowpipe
+Streaming, the SQL endpoint, the stage transfers (PUT and GET) and the web console. A console row
+runs as the caller signed in to the console; its page or action shows a refusal in the page, as the
+statement that failed answered it.
+
+``test_every_statement_and_route_has_a_row`` fails when a statement type, or a route of the real app
+(``create_app``, through every router it includes), is added without a row here or a place in
+``PUBLIC``; ``test_exactly_the_public_routes_answer_without_authentication`` fails when a route
+answers a caller without a token or a console session and is not in ``PUBLIC``, or the reverse.
 """
 
 from __future__ import annotations
 
+import html
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote, urlencode
 
 import pytest
 import redis
 from cryptography.hazmat.primitives.asymmetric import rsa
-from fastapi.routing import APIRoute
+from fastapi import APIRouter, FastAPI
+from fastapi.routing import iter_route_contexts
+from starlette.types import Receive, Scope, Send
 
 from bench.harness import unique
 from floe.catalog import (
@@ -46,6 +59,7 @@ from floe.catalog import (
     StorageIntegration,
     Table,
     User,
+    now_ms,
 )
 from floe.catalog.ddl import Defaults, parse
 from floe.channels import ChannelStore, PipeRef, channel_state
@@ -53,13 +67,14 @@ from floe.errors import ObjectNotFound, PermissionDenied, SqlError
 from floe.keypair import new_private_key, public_key_body
 from floe.keys import Keys
 from floe.settings import Settings
-from services.api import create_app
-from services.auth import Authenticator, Principal, RateLimiter, ScopedTokens
-from services.dedup import Deduper
-from services.snowpipe import SnowpipeService, router
+from front.client import auth_header
+from services.api import PUBLIC_PATHS, create_app
+from services.auth import Principal
+from services.console import CODES_PATH, is_console_path
+from services.console.routes import COOKIE
+from services.console.routes import PREFIX as CONSOLE
 from services.sql import SqlExecutor
-from services.streaming import StreamingService
-from services.streaming import router as streaming_router
+from services.stages import ROUTES as STAGES
 from tests.asgi import AppClient
 from tests.conftest import TEST_INTEGRATION
 from tests.services.test_snowpipe import bearer, token
@@ -158,19 +173,23 @@ class Row:
     name: str
     sql: str = ""
     route: tuple[str, str] | None = None
-    """(method, path) as ``services.snowpipe.router`` registers it; ``{pipe_name}`` is the world's pipe."""
+    """(method, path) as the app registers it (``app_routes``); ``{pipe_name}`` is the world's pipe."""
     grants: tuple[str, ...] = ()
     """Exactly enough: with them the statement succeeds, without any one of them it fails."""
     fails: Refusal | HttpRefusal | None = None
     """The answer with none of ``grants``; None for SHOW rows (they filter) and rows needing nothing."""
     lists: str | None = None
-    """SHOW rows: the name listed with the grants and left out without them."""
+    """SHOW rows: the name listed with the grants and left out without them; console page rows: a
+    fragment of the page's HTML, shown with the grants and not without."""
     given: tuple[str, ...] = ()
     """Grants held in every case (they make the object visible), never dropped."""
     setup: tuple[str, ...] = ()
     """More ACCOUNTADMIN statements for this row's world (what a REVOKE takes back)."""
     query: str = ""
-    """REST rows: the query string after requestId."""
+    """REST rows: the query string after requestId; stage rows: the location; console rows: the
+    query string."""
+    body: tuple[tuple[str, str], ...] = ()
+    """The SQL endpoint's JSON fields, or a console action's form fields."""
     stream_pipe: str = "STREAM"
     """Streaming route rows: the pipe in SALES.RAW the route names."""
     owned: tuple[type[CatalogObject], str] | None = None
@@ -1392,6 +1411,192 @@ STAGE_FILES = [
     ),
 ]
 
+SQL_PATH = "/api/v1/sql"
+SELECT_ORDERS = "SELECT * FROM sales.raw.orders"
+UNSEEN_SALES = "Database 'SALES' does not exist or not authorized"
+
+SQL_ROUTE = [
+    # Each statement's own checks are its SQL row's: this row shows the endpoint runs it as the caller.
+    Row(
+        "SQL endpoint, a statement as its caller",
+        route=("POST", SQL_PATH),
+        body=(("sql", SELECT_ORDERS),),
+        grants=(*INSIDE, on("SELECT", "TABLE", "sales.raw.orders")),
+        fails=HttpRefusal(422, "002003", UNSEEN_SALES),
+    ),
+]
+
+PUT_FILE = ("PUT", f"{STAGES}/files")
+GET_FILE = ("GET", f"{STAGES}/files")
+LIST_FILES = ("GET", f"{STAGES}/list")
+ON_INBOUND = "location=%40sales.raw.inbound"
+ON_ORDERS = "location=%40sales.raw.%25orders"
+"""Stage rows' query: the stage; the runner adds the file (``_run_stage_route``)."""
+
+STAGE_ROUTES = [
+    Row(
+        "PUT a file, internal stage",
+        route=PUT_FILE,
+        query=ON_INBOUND,
+        setup=(INBOUND,),
+        given=(on("READ", "STAGE", "sales.raw.inbound"),),  # WRITE comes after READ (decision 84)
+        grants=(*INSIDE, on("WRITE", "STAGE", "sales.raw.inbound")),
+        fails=HttpRefusal(422, "002003", UNSEEN_SALES),
+    ),
+    Row(
+        "PUT a file, internal stage: READ is not WRITE",
+        route=PUT_FILE,
+        query=ON_INBOUND,
+        setup=(INBOUND,),
+        given=(*INSIDE, on("READ", "STAGE", "sales.raw.inbound")),
+        grants=(on("WRITE", "STAGE", "sales.raw.inbound"),),
+        fails=HttpRefusal(403, "003001", "Insufficient privileges to operate on stage 'INBOUND'"),
+    ),
+    Row(
+        "PUT a file, table stage (the table's owner)",
+        route=PUT_FILE,
+        query=ON_ORDERS,
+        grants=(*INSIDE, owns("TABLE", "sales.raw.orders")),
+        fails=HttpRefusal(422, "002003", UNSEEN_SALES),
+    ),
+    Row("PUT a file, user stage (its own user)", route=PUT_FILE, query="location=%40~"),
+    Row(
+        "GET a file, internal stage",
+        route=GET_FILE,
+        query=ON_INBOUND,
+        setup=(INBOUND,),
+        grants=(*INSIDE, on("READ", "STAGE", "sales.raw.inbound")),
+        fails=HttpRefusal(422, "002003", UNSEEN_SALES),
+    ),
+    Row(
+        "GET a file, table stage: INSERT is not OWNERSHIP",
+        route=GET_FILE,
+        query=ON_ORDERS,
+        given=(*INSIDE, on("SELECT, INSERT", "TABLE", "sales.raw.orders")),
+        grants=(owns("TABLE", "sales.raw.orders"),),
+        fails=HttpRefusal(403, "003001", "Insufficient privileges to operate on table 'ORDERS'"),
+    ),
+    Row(
+        "list files, internal stage",
+        route=LIST_FILES,
+        query=ON_INBOUND,
+        setup=(INBOUND,),
+        grants=(*INSIDE, on("READ", "STAGE", "sales.raw.inbound")),
+        fails=HttpRefusal(422, "002003", UNSEEN_SALES),
+    ),
+    Row(
+        "list files, table stage (the table's owner)",
+        route=LIST_FILES,
+        query=ON_ORDERS,
+        grants=(*INSIDE, owns("TABLE", "sales.raw.orders")),
+        fails=HttpRefusal(422, "002003", UNSEEN_SALES),
+    ),
+]
+
+PAUSE_LOADER = (("db", "SALES"), ("schema", "RAW"), ("name", "LOADER"))
+"""The form of the pipes page's pause and resume buttons, for the world's pipe."""
+
+
+def shown(code: str, text: str) -> HttpRefusal:
+    """A console page or action refused: it answers 200 and shows the statement's refusal."""
+    return HttpRefusal(200, code, text)
+
+
+CONSOLE_ROUTES = [
+    # Signing in needs a key-pair JWT and nothing else (the role asked for must be granted); every
+    # other console route below runs as the caller signed in that way.
+    Row("console sign-in code (anyone)", route=("POST", CODES_PATH)),
+    Row(
+        "console pipes page",
+        route=("GET", CONSOLE),
+        given=INSIDE,
+        grants=(on("MONITOR", "PIPE", "sales.raw.loader"),),
+        lists='data-pipe="SALES.RAW.LOADER"',
+    ),
+    Row(
+        "console pipes page, as /console/",
+        route=("GET", f"{CONSOLE}/"),
+        given=INSIDE,
+        grants=(on("MONITOR", "PIPE", "sales.raw.loader"),),
+        lists='data-pipe="SALES.RAW.LOADER"',
+    ),
+    Row(
+        "console history page",
+        route=("GET", f"{CONSOLE}/history"),
+        query=urlencode(PAUSE_LOADER),
+        grants=(*INSIDE, on("MONITOR", "PIPE", "sales.raw.loader")),
+        fails=shown("002003", UNSEEN_SALES),
+    ),
+    Row(
+        "console channels page",
+        route=("GET", f"{CONSOLE}/channels"),
+        setup=(STREAMING_PIPE,),
+        given=INSIDE,
+        grants=(on("MONITOR", "PIPE", "sales.raw.stream"),),
+        lists='data-channel="c"',
+    ),
+    Row(
+        "console tables page",
+        route=("GET", f"{CONSOLE}/tables"),
+        given=INSIDE,
+        grants=(on("SELECT", "TABLE", "sales.raw.orders"),),
+        lists='data-table="SALES.RAW.ORDERS"',
+    ),
+    Row("console SQL page (anyone signed in)", route=("GET", f"{CONSOLE}/sql")),
+    Row(
+        "console SQL box, a statement as its viewer",
+        route=("POST", f"{CONSOLE}/sql"),
+        body=(("sql", SELECT_ORDERS),),
+        grants=(*INSIDE, on("SELECT", "TABLE", "sales.raw.orders")),
+        fails=shown("002003", UNSEEN_SALES),
+    ),
+    Row(
+        "console pause",
+        route=("POST", f"{CONSOLE}/pipes/pause"),
+        body=PAUSE_LOADER,
+        grants=(*INSIDE, on("OPERATE", "PIPE", "sales.raw.loader")),
+        fails=shown("002003", UNSEEN_SALES),
+    ),
+    Row(
+        "console pause, MONITOR is not OPERATE",
+        route=("POST", f"{CONSOLE}/pipes/pause"),
+        body=PAUSE_LOADER,
+        given=(*INSIDE, on("MONITOR", "PIPE", "sales.raw.loader")),
+        grants=(on("OPERATE", "PIPE", "sales.raw.loader"),),
+        fails=shown("003001", "Insufficient privileges to operate on pipe 'LOADER'"),
+    ),
+    Row(
+        "console resume",
+        route=("POST", f"{CONSOLE}/pipes/resume"),
+        body=PAUSE_LOADER,
+        setup=("ALTER PIPE sales.raw.loader SET PIPE_EXECUTION_PAUSED = TRUE",),
+        grants=(*INSIDE, on("OPERATE", "PIPE", "sales.raw.loader")),
+        fails=shown("002003", UNSEEN_SALES),
+    ),
+    Row("console, no such page (anyone signed in)", route=("GET", f"{CONSOLE}/{{rest:path}}")),
+]
+
+PUBLIC = {
+    # Liveness, readiness and metrics: probes and scrapers hold no key (the gate's PUBLIC_PATHS).
+    ("GET", "/health"),
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/metrics"),
+    # The OpenAPI schema and its two viewers: they describe the API, they reach no data.
+    ("GET", "/openapi.json"),
+    ("GET", "/docs"),
+    ("GET", "/docs/oauth2-redirect"),
+    ("GET", "/redoc"),
+    # The console before a session: the one-time code is the sign-in's credential, the signed-out
+    # page says why, signing out ends whatever session the cookie names, and the static files are
+    # the pages' scripts and styles.
+    ("GET", f"{CONSOLE}/signin"),
+    ("GET", f"{CONSOLE}/signed-out"),
+    ("POST", f"{CONSOLE}/signout"),
+    ("GET", f"{CONSOLE}/static/{{name:path}}"),
+}
+"""Every route that answers without a key-pair JWT or a console session; all others need one."""
+
 ROWS = [
     *NAMESPACES,
     *OBJECTS,
@@ -1408,6 +1613,9 @@ ROWS = [
     *ROUTES,
     *STREAMING_ROUTES,
     *STAGE_FILES,
+    *SQL_ROUTE,
+    *STAGE_ROUTES,
+    *CONSOLE_ROUTES,
 ]
 
 
@@ -1497,10 +1705,8 @@ def test_access_matrix(world: SqlExecutor, key: rsa.RSAPrivateKey, case: Case) -
     key_body = public_key_body(key.public_key())
     for sql in (*case.row.setup, *case.row.given, *case.grants):
         admin(world, sql, key_body)
-    if case.row.route is not None and case.row.route[1].startswith(("/v2/", "/oauth/")):
-        _run_streaming_route(world, key, case)
-    elif case.row.route is not None:
-        _run_route(world, key, case)
+    if case.row.route is not None:
+        runner_of(case.row.route[1])(world, key, case)
     else:
         # The caller as it signs in, with the roles granted to it now.
         _run_sql(world, Principal.of(world.catalog.get(User, USER)), case, key_body)
@@ -1633,33 +1839,258 @@ def _run_streaming_route(ex: SqlExecutor, key: rsa.RSAPrivateKey, case: Case) ->
         assert channel == {}, "a refused open created a channel"
 
 
-def test_every_statement_and_route_has_a_row(ex: SqlExecutor) -> None:
-    """A statement type or REST route added without a row here fails this test."""
-    covered = {type(parse(fill(r.sql), Defaults())) for r in ROWS if r.route is None}
-    handled = set(ex.handlers().keys())
-    keys = Keys(ex.settings.redis.prefix)
-    service = SnowpipeService(
-        ex.redis, keys, ex.catalog, Deduper(ex.redis, keys, 60), Defaults(ex.settings.database)
-    )
-    authenticator = Authenticator(ex.settings.auth, ex.settings.account, ex.catalog)
-    api = router(service, authenticator, RateLimiter(1, 1))
-    streaming = streaming_router(
-        StreamingService(ex.settings, ex.redis, ex.catalog, keys),
-        authenticator,
-        ScopedTokens(b"k" * 32, "FLOE", 60),
-        "h",
-    )
-    routes = [*api.routes, *streaming.routes]
-    registered = {(m, r.path) for r in routes if isinstance(r, APIRoute) for m in r.methods or ()}
+def _run_sql_route(ex: SqlExecutor, key: rsa.RSAPrivateKey, case: Case) -> None:
+    """POST /api/v1/sql as the caller: allowed, the statement's answer; refused, its error."""
+    row = case.row
+    app = create_app(ex.settings, ex.redis)  # it may register the admin's key: before the count
+    before = ex.catalog.version()
+    with AppClient(app) as client:
+        resp = client.post(SQL_PATH, json=dict(row.body), headers=bearer(token(USER, key)))
+    if case.allowed:
+        assert resp.status_code == 200, resp.text
+        assert resp.json()["success"] is True and resp.json()["columns"] == ["A"], resp.text
+        return
+    _check_sql_refusal(resp, case)
+    assert ex.catalog.version() == before, "a refused statement changed the catalog"
+
+
+def _check_sql_refusal(resp: Any, case: Case) -> None:
+    """A refusal in the SQL endpoint's format (the stage routes answer in it too)."""
+    row = case.row
+    assert isinstance(row.fails, HttpRefusal)
+    body = resp.json()
+    assert set(body) == {"success", "code", "sqlState", "message"}, body
+    assert body["success"] is False, body
+    if not case.grants:
+        assert (resp.status_code, body["code"]) == (row.fails.status, row.fails.code), body
+        assert row.fails.text in body["message"], body
+    else:
+        assert (resp.status_code, body["code"]) in {(403, "003001"), (422, "002003")}, body
+
+
+CONTENT = b"a\n1\n"
+
+
+def _run_stage_route(ex: SqlExecutor, key: rsa.RSAPrivateKey, case: Case) -> None:
+    """A transfer route as the caller, on a file of a name of its own (the stages bucket is shared):
+    GET and list find it put there first by the admin; a PUT allowed stores it, one refused does
+    not. The admin REMOVEs the stage's files afterwards (the caller its own user stage), so the
+    bucket keeps none of them."""
+    row = case.row
+    assert row.route is not None
+    method, path = row.route
+    name = unique("f") + ".csv"
+    caller = bearer(token(USER, key))
+    location = unquote(row.query.removeprefix("location="))
+    own = location == "@~"
+    with AppClient(create_app(ex.settings, ex.redis)) as client:
+
+        def names() -> list[str]:
+            # The caller's user stage is its own: nobody else lists it, not even the admin.
+            who = caller if own else auth_header(ex.settings)
+            listed = client.get(f"{STAGES}/list?{row.query}", headers=who)
+            assert listed.status_code == 200, listed.text
+            return [f["path"] for f in listed.json()["files"]]
+
+        try:
+            if method == "GET":
+                admin = auth_header(ex.settings)
+                put = client.put(f"{STAGES}/files?{row.query}&name={name}", content=CONTENT, headers=admin)
+                assert put.status_code == 200 and put.json()["status"] == "UPLOADED", put.text
+            file = {"PUT": f"&name={name}", "GET": f"&path={name}"}[method] if path.endswith("/files") else ""
+            body = CONTENT if method == "PUT" else None
+            resp = client.request(method, f"{path}?{row.query}{file}", headers=caller, content=body)
+            if case.allowed:
+                assert resp.status_code == 200, resp.text
+                if path.endswith("/list"):
+                    assert name in [f["path"] for f in resp.json()["files"]], resp.text
+                elif method == "GET":
+                    assert resp.content == CONTENT
+                else:
+                    assert resp.json()["status"] == "UPLOADED" and name in names(), resp.text
+                return
+            _check_sql_refusal(resp, case)
+            if method == "PUT":
+                assert name not in names(), "a refused PUT stored its file"
+        finally:
+            # Through the app, whose S3 client exists already (a new one costs a second). Not
+            # checked: a failure here would hide the case's own.
+            who = caller if own else auth_header(ex.settings)
+            client.post(SQL_PATH, json={"sql": f"REMOVE {location}"}, headers=who)
+
+
+def _signed_in(client: AppClient, key: rsa.RSAPrivateKey) -> None:
+    """Sign the caller in to the console as `floe console` does: a code for its key-pair JWT,
+    then the sign-in link, which sets the session cookie in ``client``."""
+    code = client.post(CODES_PATH, json={}, headers=bearer(token(USER, key)))
+    assert code.status_code == 200, code.text
+    signin = client.get(code.json()["path"])
+    assert signin.status_code == 200 and COOKIE in signin.cookies, signin.text
+
+
+def _run_console_route(ex: SqlExecutor, key: rsa.RSAPrivateKey, case: Case) -> None:
+    """A console route as the caller, signed in: a page lists what the grants let it see, or
+    shows the refusal of the statement it ran; an action does what the grants allow, or shows
+    the refusal and changes nothing."""
+    row = case.row
+    assert row.route is not None
+    method, path = row.route
+    if STREAMING_PIPE in row.setup:  # the channels page lists a channel
+        pipe = ex.catalog.get(Pipe, "SALES.RAW.STREAM")
+        ChannelStore(ex.redis, Keys(ex.settings.redis.prefix), 1 << 20).open(
+            PipeRef(pipe.id, "SALES", "RAW", "STREAM"), "c", now_ms(), None, False
+        )  # opened now: SHOW CHANNELS expires channels idle for 30 days
+    paused = ex.catalog.get(Pipe, PIPE).paused
+    with AppClient(create_app(ex.settings, ex.redis), follow_redirects=False) as client:
+        _signed_in(client, key)  # the code route's own row asks no more than this
+        if path == CODES_PATH:
+            assert case.allowed
+            return
+        url = path.replace("{rest:path}", "no-such-page") + (f"?{row.query}" if row.query else "")
+        form = {"content-type": "application/x-www-form-urlencoded", "origin": "http://testserver"}
+        if method == "POST":
+            resp = client.post(url, content=urlencode(row.body), headers=form)
+        else:
+            resp = client.get(url)
+    text = html.unescape(resp.text)
+    # What the page shows as failed (its statements' refusals among them), but the "API does not
+    # answer" notice every page carries for its script to show.
+    errors = [
+        e for a, e in re.findall(r'<div ([^>]*)class="notice bad"[^>]*>([^<]*)<', text) if "offline" not in a
+    ]
+    now_paused = ex.catalog.get(Pipe, PIPE).paused
+    if row.lists is not None:
+        assert resp.status_code == 200 and not errors, (errors, text)
+        assert (row.lists in text) == case.allowed, (row.lists, text)
+    elif case.allowed:
+        missing = "{rest:path}" in path  # signed in, a path the console has no page for
+        assert resp.status_code == (404 if missing else 200), text
+        assert errors == (["No such page."] if missing else []), errors
+        if path.endswith(("/pause", "/resume")):
+            done = "paused" if path.endswith("/pause") else "resumed"
+            assert now_paused == (done == "paused") and f"Pipe SALES.RAW.LOADER {done}." in text, text
+        return
+    else:
+        assert isinstance(row.fails, HttpRefusal)
+        assert resp.status_code == row.fails.status, text
+        if not case.grants:
+            fails = row.fails
+            assert any(f"{fails.code} (" in e and fails.text in e for e in errors), errors
+        else:
+            assert any("003001 (42501)" in e or "002003 (02000)" in e for e in errors), errors
+    assert now_paused == paused, "a refused console action changed the pipe"
+
+
+def runner_of(path: str) -> Callable[[SqlExecutor, rsa.RSAPrivateKey, Case], None]:
+    """The runner of a route row, by the family its path belongs to."""
+    if path.startswith(("/v2/", "/oauth/")):
+        return _run_streaming_route
+    if path.startswith("/v1/"):
+        return _run_route
+    if path.startswith(f"{STAGES}/"):
+        return _run_stage_route
+    if path == CODES_PATH or is_console_path(path):
+        return _run_console_route
+    if path == SQL_PATH:
+        return _run_sql_route
+    raise AssertionError(f"no runner for the route {path}: the matrix needs one for its family")
+
+
+def app_routes(app: FastAPI) -> set[tuple[str, str]]:
+    """Every (method, path) the app serves, through every router it includes. HEAD is left out:
+    Starlette adds it to its own GET routes (the docs), where it answers as GET does."""
+    out: set[tuple[str, str]] = set()
+    for route in iter_route_contexts(app.routes):
+        # A mount or a websocket route has no methods: a kind of route the matrix cannot check.
+        assert route.path is not None and route.methods, f"a route of no path or method: {route!r}"
+        out |= {(m, route.path) for m in route.methods if m != "HEAD"}
+    return out
+
+
+def route_gaps(app: FastAPI) -> dict[str, list[str]]:
+    """What the matrix and ``PUBLIC`` miss of ``app``'s routes, or name that it does not have."""
+    registered = app_routes(app)
     routed = {r.route for r in ROWS if r.route is not None}
     gaps = {
+        "routes neither public nor with a row": registered - routed - PUBLIC,
+        "rows for routes that do not exist": routed - registered,
+        "public routes that do not exist": PUBLIC - registered,
+        "public routes with a row": PUBLIC & routed,
+    }
+    return {what: sorted(f"{m} {p}" for m, p in found) for what, found in gaps.items() if found}
+
+
+def test_every_statement_and_route_has_a_row(ex: SqlExecutor) -> None:
+    """A statement type, or a route of the real app, added without a row here fails this test."""
+    covered = {type(parse(fill(r.sql), Defaults())) for r in ROWS if r.route is None}
+    handled = set(ex.handlers().keys())
+    gaps = {
         "statement types without a row": sorted(t.__name__ for t in handled - covered),
-        "REST routes without a row": sorted(f"{m} {p}" for m, p in registered - routed),
         "rows whose statement type has no handler": sorted(t.__name__ for t in covered - handled),
-        "rows for routes that do not exist": sorted(f"{m} {p}" for m, p in routed - registered),
     }
     found = {what: names for what, names in gaps.items() if names}
+    found |= route_gaps(create_app(ex.settings, ex.redis))
     assert not found, f"the access matrix is out of date: {found}"
+
+
+def test_a_route_added_to_any_router_without_a_row_is_a_gap(ex: SqlExecutor) -> None:
+    """The check above sees the routes of every router the app includes, and of the app itself."""
+    app = create_app(ex.settings, ex.redis)
+    assert route_gaps(app) == {}
+    extra = APIRouter(prefix="/api/v1/extra")
+    extra.get("/thing")(lambda: {})
+    app.include_router(extra)
+    app.post(f"{CONSOLE}/extra")(lambda: {})
+    assert route_gaps(app) == {
+        "routes neither public nor with a row": ["GET /api/v1/extra/thing", f"POST {CONSOLE}/extra"]
+    }
+
+
+SAMPLE_PARAMS = {"name": "console.css"}
+"""A path parameter's value when a route is probed (``answered_without_authentication``); others "x"."""
+
+
+def answered_without_authentication(app: FastAPI, routes: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Which of ``routes`` answer a request without a token or a cookie: it reaches the route's
+    endpoint (the gate did not refuse it) and is not sent to the console's signed-out page."""
+    reached: list[bool] = []
+
+    async def probe(scope: Scope, receive: Receive, send: Send) -> None:
+        await app(scope, receive, send)
+        # Routing puts the endpoint in the request's scope; a request the gate refuses has none.
+        reached.append("endpoint" in scope)
+
+    out = set()
+    with AppClient(probe, follow_redirects=False) as client:
+        for method, path in sorted(routes):
+            url = re.sub(r"\{(\w+)(?::\w+)?\}", lambda m: SAMPLE_PARAMS.get(m[1], "x"), path)
+            reached.clear()
+            resp = client.request(method, url)
+            went = resp.headers.get("location") or resp.headers.get("hx-redirect") or ""
+            if reached == [True] and not went.startswith(f"{CONSOLE}/signed-out?why=none"):
+                out.add((method, path))
+    return out
+
+
+def test_exactly_the_public_routes_answer_without_authentication(ex: SqlExecutor) -> None:
+    """Every route of the real app, asked without a token or a session: those that answer are
+    ``PUBLIC``, and every route in ``PUBLIC`` answers. A new route anyone can call fails this until
+    it is added there."""
+    app = create_app(ex.settings, ex.redis)
+    answered = answered_without_authentication(app, app_routes(app))
+    assert answered == PUBLIC, {"not in PUBLIC": answered - PUBLIC, "refused": PUBLIC - answered}
+
+
+def test_a_path_let_through_the_gate_answers_without_authentication(
+    ex: SqlExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe above tells a route the gate lets through from one it refuses."""
+    app = create_app(ex.settings, ex.redis)
+    app.get("/api/v1/extra")(lambda: {})
+    extra = {("GET", "/api/v1/extra")}
+    assert answered_without_authentication(app, extra) == set()
+    monkeypatch.setattr("services.api.PUBLIC_PATHS", PUBLIC_PATHS | {"/api/v1/extra"})
+    assert answered_without_authentication(app, extra) == extra
 
 
 def test_the_rows_are_well_formed() -> None:
@@ -1673,3 +2104,5 @@ def test_the_rows_are_well_formed() -> None:
         else:
             assert row.fails is None and not row.given, row.name
         assert not set(row.given) & set(row.grants), row.name
+        if row.route is not None:
+            runner_of(row.route[1])
