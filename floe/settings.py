@@ -448,6 +448,10 @@ class FaultSettings(_Section):
     read_delay_s: float = 0.0
     """Seconds a Spark task waits after fetching each staged file, as from a slow store: a batch stays
     in flight long enough for a test to act on it (kill a cluster worker, say)."""
+    load_path: Literal["", "driver", "tasks"] = ""
+    """Where the Spark job loads every micro-batch, whatever its size: ``driver`` or ``tasks`` (Spark
+    tasks), so a chaos test knows which path its kill hits; empty means by size
+    (``pipeline.driver_batch_files``)."""
     arm_file: str = ""
     """JSON object of the fields above that overrides them while the file exists, re-read whenever it
     changes (hit counts start again): the chaos tests arm and disarm a running process through it

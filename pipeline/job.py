@@ -41,10 +41,10 @@ from floe.metrics import CommittedFile, PipelineMetrics, serve
 from floe.records import TASK_SCHEMA, WIRE_DDL, LoadTask, PipeResults, decode_results
 from floe.runtime import Faults, Readiness, Shutdown, log_context, log_lines, setup_logging
 from floe.settings import Settings
-from pipeline.loader import BatchContext, external_entry, process_partition
+from pipeline.loader import BatchContext, batch_prefix, external_entry, process_partition
 from pipeline.registrar import ChannelRegistrar, ChannelSettle, Outcome, PipeCommit, Registrar
 from pipeline.session import spark_session
-from pipeline.source import FileStreamReader, FloeFileSource, logged_range
+from pipeline.source import FileStreamReader, FloeFileSource, last_planned, logged_range
 
 log = logging.getLogger("floe.pipeline")
 
@@ -109,6 +109,9 @@ class BatchProcessor:
         self._query_id: str | None = None
         self.faults = Faults(settings.faults)
         self.batches = 0
+        self.replays_through = -1
+        """The last micro-batch an earlier run of the query planned (``run`` sets it at each start):
+        a batch up to it is a replay, whose killed attempt may have written blobs it does not."""
 
     def query_id(self) -> str:
         """The streaming query's id, which lives in the checkpoint and survives restarts."""
@@ -130,6 +133,7 @@ class BatchProcessor:
 
     def _batch(self, df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
+        p = self.settings.pipeline
         qid = self.query_id()
         queued = self._queued(df, batch_id)
         collected = time.monotonic()
@@ -188,9 +192,8 @@ class BatchProcessor:
                 if t.pipe_id in names
             ),
         )
-        here = on_driver(
-            todo, self.settings.pipeline.driver_batch_files, self.settings.pipeline.driver_batch_bytes
-        )
+        forced = self.faults.current().load_path
+        here = (forced == "driver") if forced else on_driver(todo, p.driver_batch_files, p.driver_batch_bytes)
         n = 1 if here else max(1, min(self.settings.pipeline.partitions, len(todo)))
         todo.sort(key=lambda t: (t.pipe_id, t.path))
         tasks = [t.in_part(_part(t, i, n)) for i, t in enumerate(todo)]
@@ -204,6 +207,8 @@ class BatchProcessor:
             time.sleep(delay)
         loaded = time.monotonic()
         self._commit(results, by_pipe, qid, batch_id)
+        if batch_id <= self.replays_through:
+            self._sweep(tables, qid, batch_id)
         self.faults.hit("pipeline.after_commit")
         self.batches += 1
         self.metrics.loads.batch(time.monotonic() - started, len(todo))
@@ -261,7 +266,10 @@ class BatchProcessor:
         since = {(t.pipe_id, t.path): t.since_ms for tasks in by_pipe.values() for t in tasks}
         pipes = {pipe_id: self.catalog.pipe_by_id(pipe_id) for pipe_id in by_pipe}
         returned = decode_results(results)
-        streaming = {pipe_id for pipe_id, p in pipes.items() if p is not None and p.source == "streaming"}
+        # From the batch's own entries, not the catalog: a streaming pipe dropped since the batch was
+        # planned is gone from the catalog, and its appends must still go to the channel registrar,
+        # which refuses them, never to the file registrar.
+        streaming = {pipe_id for pipe_id, tasks in by_pipe.items() if any(t.append for t in tasks)}
         for pipe_id in streaming & set(returned):
             self._settle(pipe_id, returned.pop(pipe_id), by_pipe[pipe_id], qid, batch_id, now)
         named = {pipe_id: p.name for pipe_id, p in pipes.items() if p is not None}
@@ -345,6 +353,33 @@ class BatchProcessor:
         )
         self._delete_blobs(names, batch_id, "the pipe was dropped or replaced")
 
+    def _sweep(self, tables: dict[str, str], qid: str, batch_id: int) -> None:
+        """Delete the blobs of a replayed batch that no manifest names, once its commits are done.
+
+        A replay loads what is still queued of the batch's logged range: without the files of a pipe
+        that committed before the kill, it may load in the driver rather than in Spark tasks, or
+        spread over fewer tasks, and so name its blobs otherwise than the killed attempt did. That
+        attempt's blobs are then not overwritten, and no manifest will ever name them.
+        """
+        s3 = aws_client(self.settings.aws, "s3")
+        bucket = self.settings.pipeline.tables_bucket
+        for pipe_id, table_json in tables.items():
+            prefix = batch_prefix(Table.model_validate_json(table_json), pipe_id, qid, batch_id)
+            try:
+                listed = [
+                    o["Key"]
+                    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+                    for o in page.get("Contents", [])
+                ]
+            except AWS_ERRORS as exc:  # garbage at worst, as a failed delete
+                log.warning("could not list the blobs of replayed batch %d: %s", batch_id, exc)
+                continue
+            if listed:
+                named = self.redis.hmget(self.keys.blobs(pipe_id), listed)
+                stray = [n for n, entry in zip(listed, named, strict=True) if entry is None]
+                if stray:
+                    self._delete_blobs(stray, batch_id, "an earlier attempt of the replayed batch wrote them")
+
     def _delete_blobs(self, names: list[str], batch_id: int, why: str) -> None:
         """Delete blobs no manifest names; a failed delete only leaves garbage."""
         if names:
@@ -400,6 +435,7 @@ def run(settings: Settings) -> None:
     try:
         while not shutdown.requested:
             stream = spark.readStream.format("floe_files").options(**options).load()
+            processor.replays_through = last_planned(p.checkpoint_dir)
             query = (
                 stream.writeStream.foreachBatch(processor)
                 .option("checkpointLocation", p.checkpoint_dir)

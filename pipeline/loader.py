@@ -230,10 +230,15 @@ def blob_name(
     ``channel``: the channel's place among the task's channels, for a streaming pipe's blobs (one
     per channel, so that a channel fenced at commit leaves the others' rows alone).
     """
-    db, schema, name = table.name.split(".")
     suffix = f"-{streamed[0]:05d}-{streamed[1]:05d}" if streamed else ""
     suffix += f"-c{channel:05d}" if channel is not None else ""
-    return f"{db}/{schema}/{name}/{table.id}/{pipe.id}/{query_id}-{batch_id:010d}-{part:04d}{suffix}.parquet"
+    return f"{batch_prefix(table, pipe.id, query_id, batch_id)}{part:04d}{suffix}.parquet"
+
+
+def batch_prefix(table: Table, pipe_id: str, query_id: str, batch_id: int) -> str:
+    """The start of every blob name a micro-batch writes for one pipe (``blob_name``)."""
+    db, schema, name = table.name.split(".")
+    return f"{db}/{schema}/{name}/{table.id}/{pipe_id}/{query_id}-{batch_id:010d}-"
 
 
 @dataclass(frozen=True)

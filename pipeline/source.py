@@ -131,6 +131,18 @@ def logged_offset(checkpoint_dir: str, batch_id: int) -> dict[str, Any] | None:
     return offset if isinstance(offset, dict) else None
 
 
+def last_planned(checkpoint_dir: str) -> int:
+    """The id of the last micro-batch in the query's offset log, or -1 when there is none yet.
+
+    A query started on this checkpoint runs that batch again first if the commit log lacks it.
+    """
+    folder = Path(checkpoint_dir) / "offsets"
+    try:
+        return max((int(p.name) for p in folder.iterdir() if p.name.isdigit()), default=-1)
+    except OSError:
+        return -1
+
+
 def logged_range(checkpoint_dir: str, batch_id: int) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """(start, end) offsets of micro-batch ``batch_id`` from the offset log, which Spark writes
     before it runs the batch: a batch starts where the one before it ended, the first one at

@@ -3,9 +3,9 @@
 Every test loads a known set of files with a known row count each, injects one fault, checks that
 the fault fired while the load was still under way, restarts what it broke, and then hands the table
 to the oracle (tests/chaos/oracle.py): SQL, COPY_HISTORY and the decrypted blobs must each hold
-every file exactly once, nothing may be left queued, and all of it must still hold after a settle
-period. The docstring of each test names the safeguard it exercises; disable that safeguard and the
-test fails.
+every file exactly once, nothing may be left queued, all of it must still hold after a settle
+period, and no blob may be left that no manifest names. The docstring of each test names the
+safeguard it exercises; disable that safeguard and the test fails.
 """
 
 from __future__ import annotations
@@ -28,7 +28,14 @@ from floe.keypair import sign_token
 from floe.settings import Settings
 from front.client import SqlFailed
 from infra.stack import ensure_services, running_pid
-from tests.chaos.oracle import assert_exactly_once, assert_rows_exactly_once, file_set, pending
+from tests.chaos.oracle import (
+    assert_exactly_once,
+    assert_rows_exactly_once,
+    csv_row,
+    file_set,
+    pending,
+    scan_table,
+)
 from tests.conftest import Stack, wait_until
 from tests.e2e.test_autoingest import history, make_pipe
 from tests.e2e.test_snowpipe_sdk import grant_operate
@@ -99,10 +106,39 @@ def disarm(stack: Stack) -> None:
     Path(stack.settings.faults.arm_file).unlink(missing_ok=True)
 
 
-def fired(stack: Stack, point: str) -> int:
-    """How often a process has crashed itself at ``point`` (the record Faults.hit keeps)."""
+def crashes(stack: Stack, point: str) -> list[tuple[int, int]]:
+    """(pid, process tree) of each crash at ``point``, oldest first (the record Faults.hit keeps)."""
     record = Path(stack.settings.state_dir) / "faults.log"
-    return record.read_text().split().count(point) if record.exists() else 0
+    lines = [line.split() for line in record.read_text().splitlines()] if record.exists() else []
+    return [(int(pid), int(tree)) for at, pid, tree in lines if at == point]
+
+
+def fired(stack: Stack, point: str) -> int:
+    """How often a process tree has crashed itself at ``point``."""
+    return len(crashes(stack, point))
+
+
+def batch_parts(stack: Stack, table: str, batch: int) -> set[int]:
+    """The task numbers in the names of the blobs micro-batch ``batch`` wrote for ``table``,
+    committed or not (pipeline.loader.blob_name): {0} when it loaded in the driver, which loads a
+    batch as one task; one per Spark task otherwise."""
+    scan = scan_table(stack.settings, table, csv_row)
+    tag = f"-{batch:010d}-"
+    return {int(name.split(tag, 1)[1][:4]) for name in scan.committed + scan.orphans if tag in name}
+
+
+def killed_on(stack: Stack, point: str, table: str, batch: int) -> str:
+    """Where the last crash at ``point`` hit the load: ``driver`` or ``tasks``.
+
+    A crash while reading is in the process that reads: the driver, which leads the job's process
+    tree, or a Spark Python worker. The later points run in the driver whatever the path, so the
+    killed batch's blob names tell: a batch loaded in the driver writes only task 0's."""
+    if point == "pipeline.reading":
+        pid, tree = crashes(stack, point)[-1]
+        return "driver" if pid == tree else "tasks"
+    parts = batch_parts(stack, table, batch)
+    assert parts, f"batch {batch} wrote no blobs before the kill at {point}"
+    return "driver" if parts == {0} else "tasks"
 
 
 def checkpoint_batches(stack: Stack) -> tuple[int, set[int]]:
@@ -115,28 +151,34 @@ def checkpoint_batches(stack: Stack) -> tuple[int, set[int]]:
     return max(ids("offsets"), default=-1), ids("commits")
 
 
+@pytest.mark.parametrize("path", ["driver", "tasks"])
 @pytest.mark.parametrize(
     ("point", "hit"),
     [("pipeline.reading", 40), ("pipeline.after_blobs", 1), ("pipeline.after_commit", 1)],
 )
-def test_spark_job_killed_mid_load(stack: Stack, bucket: str, s3: Any, point: str, hit: int) -> None:
+def test_spark_job_killed_mid_load(
+    stack: Stack, bucket: str, s3: Any, point: str, hit: int, path: str
+) -> None:
     """kill -9 of the Spark job (driver, JVM and workers) while reading, between the blob writes and
-    the registrar's commit, and right after the commit.
+    the registrar's commit, and right after the commit; with the batch loading in the driver, and
+    in Spark tasks (``faults.load_path``; the replay goes by size again).
 
     Safeguards: Spark's offset log replays the same queue range after a restart; blob names are
-    deterministic per batch, so a replay overwrites instead of adding; the registrar's batch marker
-    makes a replayed commit a no-op; queue entries leave only in the commit.
+    deterministic per batch, so a replay overwrites instead of adding, and a replay planned otherwise
+    than its killed attempt deletes what the attempt wrote (``BatchProcessor._sweep``); the
+    registrar's batch marker makes a replayed commit a no-op; queue entries leave only in the commit.
     """
     table, pipe = make_pipe(stack, bucket)
     files = file_set(240, "kill")
     before = fired(stack, point)
-    arm(stack, crash_at=point, crash_on_hit=hit)
+    arm(stack, crash_at=point, crash_on_hit=hit, load_path=path)
     put_all(s3, bucket, files)
     assert wait_dead(stack, "pipeline") == -signal.SIGKILL
     assert fired(stack, point) == before + 1
     disarm(stack)
     killed, committed = checkpoint_batches(stack)
     assert killed not in committed, "the kill must interrupt a micro-batch"
+    assert killed_on(stack, point, table, killed) == path, f"the kill must hit a load in the {path}"
     if point == "pipeline.after_commit":
         assert loaded_count(stack, table) >= 1, "the registrar's commit must precede the kill"
     else:
@@ -145,8 +187,7 @@ def test_spark_job_killed_mid_load(stack: Stack, bucket: str, s3: Any, point: st
     # The restarted job runs the killed batch again, from its logged range, before any new one.
     wait_until(lambda: killed in checkpoint_batches(stack)[1], what=f"the replay of batch {killed}")
     wait_all_loaded(stack, table, files)
-    scan = assert_exactly_once(stack, table, pipe, files)
-    print(f"orphan blobs after a kill at {point}: {len(scan.orphans)}")
+    assert_exactly_once(stack, table, pipe, files)
 
 
 def test_job_killed_again_while_replaying_the_killed_batch(stack: Stack, bucket: str, s3: Any) -> None:
@@ -174,8 +215,7 @@ def test_job_killed_again_while_replaying_the_killed_batch(stack: Stack, bucket:
     assert loaded_count(stack, table) < len(files)
     stack.start("pipeline")
     wait_all_loaded(stack, table, files)
-    scan = assert_exactly_once(stack, table, pipe, files)
-    print(f"orphan blobs after two kills of one batch: {len(scan.orphans)}")
+    assert_exactly_once(stack, table, pipe, files)
 
 
 def test_job_killed_between_the_commits_of_two_pipes_in_one_batch(stack: Stack, bucket: str, s3: Any) -> None:
@@ -184,7 +224,9 @@ def test_job_killed_between_the_commits_of_two_pipes_in_one_batch(stack: Stack, 
 
     Safeguards: each pipe's share of a batch commits on its own, under its own batch marker, and
     takes its files out of the queue; the replay finds nothing left of the committed pipe and
-    commits the other.
+    commits the other. The replay has half the files, so it loads in the driver where the killed
+    attempt used Spark tasks, and names its blobs otherwise: it deletes the killed attempt's
+    (``BatchProcessor._sweep``), which no manifest names.
     """
     table_a, pipe_a = make_pipe(stack, bucket)
     table_b, pipe_b = make_pipe(stack, bucket)
@@ -192,7 +234,9 @@ def test_job_killed_between_the_commits_of_two_pipes_in_one_batch(stack: Stack, 
     stack.stop("pipeline")
     put_all(s3, bucket, files)
     for pipe in (pipe_a, pipe_b):
-        wait_until(lambda p=pipe: pending(stack, p) == (len(files), len(files)), what=f"{pipe}'s queue")
+        wait_until(
+            lambda p=pipe: pending(stack, p) == (len(files), len(files)), timeout=300, what=f"{pipe}'s queue"
+        )
     before = fired(stack, "pipeline.between_commits")
     arm(stack, crash_at="pipeline.between_commits")
     stack.start("pipeline")
@@ -203,15 +247,23 @@ def test_job_killed_between_the_commits_of_two_pipes_in_one_batch(stack: Stack, 
     assert counts == [0, len(files)], "one pipe committed, the other not"
     killed, committed = checkpoint_batches(stack)
     assert killed not in committed
+    waiting = table_a if loaded_count(stack, table_a) == 0 else table_b
+    assert len(batch_parts(stack, waiting, killed)) > 1, "the killed attempt must load in Spark tasks"
+    mark = len(stack.log_text("pipeline"))
     stack.start("pipeline")
     # The replay reads the committed pipe's range too: its entries left the queue in its commit, so
     # it finds nothing of that pipe to do, and loads the other pipe's files.
     wait_until(lambda: killed in checkpoint_batches(stack)[1], what=f"the replay of batch {killed}")
     for table in (table_a, table_b):
         wait_all_loaded(stack, table, files)
+    replay = [line for line in stack.log_text("pipeline")[mark:].splitlines() if f'"batch {killed}: ' in line]
+    loaded = [line for line in replay if " pipes in " in line]
+    assert len(loaded) == 1 and f"{len(files)} files, 1 pipes" in loaded[0], replay
+    assert "in the driver" in loaded[0], "the replay must load in the driver, unlike its killed attempt"
+    assert any("an earlier attempt of the replayed batch wrote them" in line for line in replay), replay
+    # The oracle fails on any orphan: the killed attempt's blobs must be gone.
     for table, pipe in ((table_a, pipe_a), (table_b, pipe_b)):
-        scan = assert_exactly_once(stack, table, pipe, files)
-        print(f"orphan blobs of {table} after a kill between two commits: {len(scan.orphans)}")
+        assert_exactly_once(stack, table, pipe, files)
 
 
 @pytest.mark.parametrize(("point", "hit"), [("consumer.after_receive", 2), ("consumer.after_enqueue", 3)])
@@ -235,10 +287,9 @@ def test_consumer_killed_mid_message(stack: Stack, bucket: str, s3: Any, point: 
     wait_all_loaded(stack, table, files)
     # The oracle waits until SQS holds no message, so the killed consumer's batch has come back
     # (after its visibility timeout) and been handled before it checks.
-    scan = assert_exactly_once(stack, table, pipe, files)
+    assert_exactly_once(stack, table, pipe, files)
     if point == "consumer.after_enqueue":
         assert "skipped: already seen by this pipe" in stack.log_text("consumer")[mark:]
-    print(f"orphan blobs after a consumer kill at {point}: {len(scan.orphans)}")
 
 
 def test_two_consumers_share_one_queue(stack: Stack, bucket: str, s3: Any) -> None:
@@ -345,8 +396,7 @@ def test_redis_killed_and_restarted_mid_load(stack: Stack, services: Settings, b
     ensure_services(services)
     wait_all_loaded(stack, table, files)
     assert last_load(stack, table) > killed_at, "the load must still have been under way at the kill"
-    scan = assert_exactly_once(stack, table, pipe, files)
-    print(f"orphan blobs after a Redis kill: {len(scan.orphans)}")
+    assert_exactly_once(stack, table, pipe, files)
 
 
 def test_slow_enqueue_outlasting_the_visibility_timeout(stack: Stack, bucket: str, s3: Any) -> None:
@@ -447,5 +497,5 @@ def test_create_or_replace_pipe_while_its_files_load(stack: Stack, bucket: str, 
     assert "queued files carried over to the new pipe" in stack.log_text("api")[marks["api"] :]
     everything = {**first, **second}
     assert sorted(h["FILE_NAME"] for h in history(stack, table)) == sorted(second)
-    scan = assert_rows_exactly_once(stack, table, pipe, everything)
-    assert scan.orphans == [], "the refused commit's blobs must be deleted"
+    # The oracle fails on any orphan: the refused commit's blobs must be deleted.
+    assert_rows_exactly_once(stack, table, pipe, everything)

@@ -428,3 +428,72 @@ def test_a_streaming_pipe_retired_at_its_commit_deletes_its_blobs(job: Job) -> N
     store, ref = stores[kept.id]
     assert store.statuses(ref, ["c"])["c"].last_committed_offset_token == "c2"
     assert len(job.manifest(kept)) == 1 and job.stored() == job.manifest(kept)
+
+
+class Killed(Exception):
+    """Stands for a kill -9 at a fault point: the batch ends there, nothing after it runs."""
+
+
+def _kill() -> None:
+    raise Killed
+
+
+def test_a_replay_planned_otherwise_deletes_what_its_killed_attempt_named_otherwise(job: Job) -> None:
+    """Two pipes in a batch; the attempt loads in two tasks, commits the first pipe and dies. The
+    replay finds only the second pipe's files queued and loads them in one: its blob names differ
+    from the attempt's, whose blobs of that pipe no manifest will name. The replay deletes them
+    (``BatchProcessor._sweep``) and keeps every committed one."""
+    a, b = job.pipe("a"), job.pipe("b")
+    for p in (a, b):
+        job.queue(p, *(f"{p.name[-1].lower()}{i}.csv" for i in range(4)))
+    job.plan(0)
+    job.processor.settings = job.settings.model_copy(
+        update={"pipeline": job.settings.pipeline.model_copy(update={"driver_batch_files": 0})}
+    )
+    job.at("pipeline.between_commits", _kill)
+    with pytest.raises(Killed):
+        job.run(0)
+    (first,) = [p for p in (a, b) if job.marked(p, 0)]
+    (second,) = [p for p in (a, b) if p is not first]
+    attempt = {n for n in job.stored() if f"/{second.id}/" in n}
+    assert len(attempt) == 2, "the attempt wrote the second pipe's blobs in two tasks"
+    job.restart().replays_through = 0  # as run() sets it from the offset log
+    job.run(0)
+    assert {t.part for t in job.tasks.calls[-1]} == {0}, "the replay loads in one task"
+    stale = attempt - job.manifest(second)
+    assert stale, "the replay named its blobs otherwise (the attempt's task 1 has no namesake)"
+    assert job.stored() == job.manifest(first) | job.manifest(second), "the attempt's other blobs are gone"
+    assert set(job.states(second)) == {f"{second.name[-1].lower()}{i}.csv" for i in range(4)}
+
+
+def test_a_batch_that_is_no_replay_lists_nothing_to_sweep(job: Job) -> None:
+    """Only a replay sweeps: a blob of the batch's names that no manifest holds stays when the batch
+    is the query's first run of it (the sweep is a LIST a pipe, paid only in replays)."""
+    p = job.pipe("p")
+    job.queue(p, "a.csv")
+    job.plan(0)
+    table = job.sql.catalog.get(Table, "FLOE.PUBLIC.T")
+    stray = blob_name(p, table, job.qid, 0, 7)
+    job.s3.put_object(Bucket=job.settings.pipeline.tables_bucket, Key=stray, Body=b"blob")
+    job.run(0)
+    assert stray in job.stored() and stray not in job.manifest(p)
+    job.restart().replays_through = 1
+    job.queue(p, "b.csv")
+    job.plan(1)
+    job.run(1)
+    assert stray in job.stored(), "batch 0's names are not batch 1's to sweep"
+
+
+def test_a_streaming_pipe_gone_from_the_catalog_mid_batch_settles_as_a_channel(job: Job) -> None:
+    """DROP PIPE deletes the catalog entry before it retires the pipe: a batch that commits in
+    between finds no pipe in the catalog. Its appends still go to the channel registrar (the batch
+    knows they are appends), never to the file registrar, which wrote a file state per append and
+    left the rows stream as it was."""
+    s = job.pipe("s", streaming=True)
+    store, ref = job.channels(s, "c")
+    job.plan(0)
+    job.at("pipeline.after_blobs", lambda: job.sql.catalog.delete(Pipe, s.name))
+    job.run(0)
+    assert job.states(s) == {}, "no file state for an append"
+    assert store.statuses(ref, ["c"])["c"].last_committed_offset_token == "c2"
+    assert job.redis.xlen(job.keys.rows(s.id)) == 0
