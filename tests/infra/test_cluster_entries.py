@@ -29,6 +29,8 @@ def collection_of(entries: tuple[str, ...] = ON_THE_CLUSTER) -> list[str]:
     for entry in entries:
         if entry.endswith("::"):
             ids += [f"{entry}test_one", f"{entry}test_two"]
+        elif entry.endswith("]"):  # one parameter set: the test has another
+            ids += [entry, entry.partition("[")[0] + "[unnamed]"]
         else:
             ids += [f"{entry}[a]", f"{entry}[b]"]
     return ids + [f"{f}::test_not_on_the_cluster" for f in FILES]
@@ -93,14 +95,23 @@ def copy(pytester: pytest.Pytester) -> pytest.Pytester:
     and a conftest of ``tests/infra/conftest.py``'s collection hook."""
     pytester.makeini("[pytest]\nmarkers =\n    cluster: on the cluster\n")
     pytester.makeconftest("from tests.infra.conftest import pytest_collection_modifyitems  # noqa: F401\n")
-    tests: dict[str, list[str]] = {f: ["test_not_on_the_cluster"] for f in FILES}
+    tests: dict[str, dict[str, list[str]]] = {f: {"test_not_on_the_cluster": []} for f in FILES}
     for entry in ON_THE_CLUSTER:
         path, _, name = entry.partition("::")
-        tests[path] += [name or "test_one"]
+        base, _, param = (name or "test_one").partition("[")
+        # A parameter set's entry: its test runs that set and one no entry names.
+        tests[path].setdefault(base, ["unnamed"] if param else []).extend([param[:-1]] if param else [])
     for path, names in tests.items():
         target = pytester.path / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text("".join(f"def {n}():\n    pass\n\n\n" for n in names))
+        target.write_text(
+            "import pytest\n\n\n"
+            + "".join(
+                (f"@pytest.mark.parametrize('p', {params!r})\ndef {n}(p):\n" if params else f"def {n}():\n")
+                + "    pass\n\n\n"
+                for n, params in names.items()
+            )
+        )
     return pytester
 
 
