@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -76,10 +78,15 @@ def new_user(admin: SqlCaller, directory: Path, name: str, *grants: str) -> SqlC
 @dataclass(frozen=True)
 class Span:
     """When a request was sent and when its answer came, on ``time.monotonic``: compared with each
-    other to order a probe against an attack, never held against a bound."""
+    other to order a probe against an attack, or with other spans of the same run, never held
+    against a bound in seconds."""
 
     sent: float
     answered: float
+
+    @property
+    def took(self) -> float:
+        return self.answered - self.sent
 
 
 T = TypeVar("T")
@@ -87,15 +94,51 @@ T = TypeVar("T")
 IN_FLIGHT = 5
 """Probes the API must answer while an attack is in flight: a few, so one lucky answer is not it."""
 
+QUIET = 5
+"""Probes the watcher has answered before the attack starts, and again after it ends: the API's
+pace of answering /health when nothing attacks it (``HealthWatch.cycle``)."""
+
+SILENCE_CYCLES = 20
+"""A silence inside an attack request counts as a stall only when it lasts this many quiet cycles
+(``HealthWatch.cycle``): shorter ones are within what a busy scheduler makes of the probes' pace
+(unbroken, the longest silence seen was 4 cycles), and a request shorter than that holds too few
+probes to tell a stall from chance."""
+
+STALLS_TOLERATED = 1
+"""Stalled attack requests a watch lets pass: one is a hiccup of a loaded machine, which freezes
+every process at random; an attack that freezes the API does it in every round it runs."""
+
+MIN_ROUNDS = 2
+"""Runs of an attack at the least, so that a stall it causes shows up twice (``STALLS_TOLERATED``)."""
+
+
+@dataclass(frozen=True)
+class Stall:
+    """An attack request and the longest stretch within it in which no probe was answered."""
+
+    request: Span
+    silence: Span
+
+    def __str__(self) -> str:
+        return (
+            f"no answer for {self.silence.took:.2f} s of a {self.request.took:.2f} s request "
+            f"(from +{self.silence.sent - self.request.sent:.2f} s)"
+        )
+
 
 @dataclass
 class HealthWatch:
     """/health probes sent one after another while an attack runs, and the attack's requests.
 
-    What it shows is progress, not speed: how many probes the API answered while an attack request
-    was in flight (``answered_in_flight``). A latency bound would fail on a loaded machine, and a
-    probe answered while no attack was running shows nothing. The price: a stall shorter than the
-    request it happens in leaves answers before and after it, and is not seen.
+    What it shows is progress, not speed, against nothing but the same run's own pace, so a loaded
+    machine, which slows the probes, the attack and the quiet API alike, changes no verdict:
+
+    - the API answered probes while the attack's requests were in flight (``answered_in_flight``),
+      so it did not stop for the whole of each;
+    - no attack request held a stall (``stalls``): a stretch without an answer that is most of the
+      request and many times the quiet API's pace (``cycle``), in more than one request. This
+      sees an API that stops for a while inside each request and answers before and after it (a
+      regex holding the GIL for seconds, a blocked event loop), which the first alone lets pass.
     """
 
     probes: list[Span] = field(default_factory=list)
@@ -127,22 +170,76 @@ class HealthWatch:
             counted += max(0, len(inside) - 1)
         return counted
 
+    @property
+    def cycle(self) -> float:
+        """The quiet API's pace: the median time from one probe's answer to the next over the
+        stretches no attack request overlaps (the watch takes ``QUIET`` answers before the attack
+        and after it); infinity without any."""
+        answers = [p.answered for p in self.probes]
+        quiet = [
+            b - a
+            for a, b in itertools.pairwise(answers)
+            if not any(r.sent < b and a < r.answered for r in self.attacks)
+        ]
+        return statistics.median(quiet) if quiet else float("inf")
+
+    def silence(self, request: Span) -> Span:
+        """The longest stretch of ``request``'s flight in which no probe was answered: between two
+        consecutive marks among its sending, the probes' answers that came meanwhile and its own
+        answer. A stall of the API inside the request is such a stretch, whatever answers came
+        before and after it."""
+        inside = (p.answered for p in self.probes if request.sent < p.answered < request.answered)
+        marks = [request.sent, *inside, request.answered]
+        return max((Span(a, b) for a, b in itertools.pairwise(marks)), key=lambda s: s.took)
+
+    @property
+    def stalls(self) -> list[Stall]:
+        """The attack requests that held a stall: a silence (``silence``) over half the request
+        and over ``SILENCE_CYCLES`` quiet cycles. Both are ratios within this run: a machine slowed
+        evenly stretches silences, requests and cycles alike. A request shorter than that many
+        cycles holds too few probes to tell, and counts as no stall."""
+        cycle, found = self.cycle, []
+        for request in self.attacks:
+            silence = self.silence(request)
+            if silence.took > request.took / 2 and silence.took > SILENCE_CYCLES * cycle:
+                found.append(Stall(request, silence))
+        return found
+
     def until_answered(self, attack: Callable[[], T], rounds: int) -> list[T]:
         """Run ``attack`` (whose requests go through ``self.attack``) again and again until the API
-        has answered ``IN_FLIGHT`` probes while its requests were in flight, or ``rounds`` runs are
-        done; the runs' results. A fixed attack answers in a fraction of a second, and a check of
-        /health that saw nothing proves nothing."""
+        has answered ``IN_FLIGHT`` probes while its requests were in flight, and at least
+        ``MIN_ROUNDS`` times, or ``rounds`` runs are done; the runs' results. A fixed attack answers
+        in a fraction of a second, and a check of /health that saw nothing proves nothing."""
         answers = [attack()]
-        while self.answered_in_flight < IN_FLIGHT and len(answers) < rounds:
+        while (self.answered_in_flight < IN_FLIGHT or len(answers) < MIN_ROUNDS) and len(answers) < rounds:
             answers.append(attack())
         return answers
+
+    def check(self, during: str = "the attack's requests were in flight") -> None:
+        """Assert that /health never failed, that the API answered ``IN_FLIGHT`` probes while the
+        attack's requests were in flight, and that at most ``STALLS_TOLERATED`` of them stalled."""
+        assert not self.failures, self.failures
+        answered = self.answered_in_flight
+        assert answered >= IN_FLIGHT, (
+            f"/health answered {answered} times while {during} ({len(self.attacks)} requests), "
+            f"of {len(self.probes)} answers"
+        )
+        stalls = self.stalls
+        assert len(stalls) <= STALLS_TOLERATED, (
+            f"/health stalled in {len(stalls)} of {len(self.attacks)} attack requests "
+            f"(the quiet API answers every {self.cycle * 1000:.0f} ms): "
+            + "; ".join(map(str, stalls[:3]))
+            + ("; ..." if len(stalls) > 3 else "")
+        )
 
 
 @contextmanager
 def watching_health(base_url: str, interval: float = 0.02) -> Iterator[HealthWatch]:
-    """Poll /health until the block ends, one probe at a time, ``interval`` s after the last answer.
-    A probe that fails or is not answered 200 is a failure. The client waits a minute for an
-    answer: a slow one is no failure (the count of answers in flight is what shows a stall)."""
+    """Poll /health from before the block starts until after it ends, one probe at a time,
+    ``interval`` s after the last answer, with ``QUIET`` answers taken before the block runs and
+    again after it (the quiet API's pace, ``HealthWatch.cycle``). A probe that fails or is not
+    answered 200 is a failure. The client waits a minute for an answer: a slow one is no failure
+    (what the probes show is how the answers space out, ``HealthWatch.check``)."""
     watch = HealthWatch()
     stop = threading.Event()
 
@@ -161,10 +258,20 @@ def watching_health(base_url: str, interval: float = 0.02) -> Iterator[HealthWat
                         watch.failures.append(f"/health answered {resp.status_code}")
                 stop.wait(interval)
 
+    def quiet(since: float) -> None:
+        # Probes that fail leave fewer quiet answers, and the watch's check reports the failures.
+        failed = len(watch.failures)
+        while thread.is_alive() and len(watch.failures) - failed < QUIET:
+            if sum(p.sent >= since for p in watch.probes) >= QUIET:
+                return
+            time.sleep(interval)
+
     thread = threading.Thread(target=poll, daemon=True)
     thread.start()
     try:
+        quiet(float("-inf"))
         yield watch
+        quiet(time.monotonic())
     finally:
         stop.set()
         thread.join(70)
