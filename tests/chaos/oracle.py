@@ -141,6 +141,19 @@ def scan_table(settings: Settings, table_name: str, row: Callable[[dict[str, Any
     return scan
 
 
+def incarnation_prefix(settings: Settings, table_name: str, pipe_name: str) -> str:
+    """Where the current incarnation of ``pipe_name`` writes its blobs of ``table_name``
+    (``pipeline.loader.batch_prefix``): what decision 32 calls garbage once the pipe is dropped."""
+    keys = Keys(settings.redis.prefix)
+    defaults = Defaults(settings.database, settings.schema_name)
+    with closing(settings.redis.client()) as client:
+        catalog = Catalog(client, keys)
+        table = catalog.get(Table, str(qualify(table_name, defaults)))
+        pipe = catalog.get(Pipe, str(qualify(pipe_name, defaults)))
+    db, schema, name = table.name.split(".")
+    return f"{db}/{schema}/{name}/{table.id}/{pipe.id}/"
+
+
 def queue_depths(settings: Settings) -> dict[str, int]:
     """Notifications in SQS: waiting, and received but not yet deleted."""
     sqs = aws_client(settings.aws, "sqs")

@@ -33,6 +33,7 @@ from tests.chaos.oracle import (
     assert_rows_exactly_once,
     csv_row,
     file_set,
+    incarnation_prefix,
     pending,
     scan_table,
 )
@@ -264,6 +265,39 @@ def test_job_killed_between_the_commits_of_two_pipes_in_one_batch(stack: Stack, 
     # The oracle fails on any orphan: the killed attempt's blobs must be gone.
     for table, pipe in ((table_a, pipe_a), (table_b, pipe_b)):
         assert_exactly_once(stack, table, pipe, files)
+
+
+def test_pipe_dropped_after_its_killed_batch_wrote_blobs_leaves_only_documented_garbage(
+    stack: Stack, bucket: str, s3: Any
+) -> None:
+    """kill -9 of the Spark job after its blob writes, DROP PIPE before the restart, then a new pipe
+    of the same name that loads the same files again.
+
+    Decision 32's one documented exception, asserted by name: the dropped pipe's queue went with it,
+    so the replay has nothing of it to load, commit or sweep, and the killed attempt's blobs stay
+    under the dropped incarnation's prefix, where no read ever looks. Nothing else may be left, and
+    the new pipe loads every file exactly once.
+    """
+    table, pipe = make_pipe(stack, bucket)
+    files = file_set(40, "dropped")
+    definition = next(r for r in stack.sql("SHOW PIPES") if r["name"] == pipe.upper())["definition"]
+    garbage = incarnation_prefix(stack.settings, table, pipe)
+    before = fired(stack, "pipeline.after_blobs")
+    arm(stack, crash_at="pipeline.after_blobs")
+    put_all(s3, bucket, files)
+    assert wait_dead(stack, "pipeline") == -signal.SIGKILL
+    assert fired(stack, "pipeline.after_blobs") == before + 1
+    disarm(stack)
+    written = scan_table(stack.settings, table, csv_row)
+    assert written.orphans and all(o.startswith(garbage) for o in written.orphans), written.orphans
+    stack.sql(f"DROP PIPE {pipe}")
+    stack.sql(f"CREATE PIPE {pipe} AUTO_INGEST = TRUE AS {definition}")
+    assert incarnation_prefix(stack.settings, table, pipe) != garbage
+    stack.start("pipeline")
+    put_all(s3, bucket, files)  # notified again: the new incarnation loads them
+    wait_all_loaded(stack, table, files)
+    scan = assert_exactly_once(stack, table, pipe, files, garbage=garbage)
+    assert set(scan.orphans) == set(written.orphans), "exactly the killed attempt's blobs are garbage"
 
 
 @pytest.mark.parametrize(("point", "hit"), [("consumer.after_receive", 2), ("consumer.after_enqueue", 3)])
