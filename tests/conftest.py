@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 import redis
 
@@ -29,6 +30,32 @@ from tests.workers import pytest_runtest_setup, pytest_xdist_make_scheduler  # n
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
+
+# Hypothesis profiles, chosen by HYPOTHESIS_PROFILE (or pytest's --hypothesis-profile):
+# - "ci", the default: derandomised (each property's examples are drawn from a seed its own code
+#   gives, with no example database), so `make test` runs the same examples every time and passes
+#   or fails alike on every run; no deadline, and no too_slow health check, whose timing a loaded
+#   machine would decide;
+# - "dev": Hypothesis' default profile, random examples each run and the .hypothesis database, to
+#   look further than the fixed examples do.
+# A property's own settings(max_examples=...) beats the profile's: the reference models take
+# theirs from reference_model_examples.
+hypothesis.settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[hypothesis.HealthCheck.too_slow],
+)
+hypothesis.settings.register_profile("dev", hypothesis.settings.get_profile("default"))
+hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def reference_model_examples(dev: int, ci: int) -> int:
+    """max_examples of a property that runs Floe against a reference model: ``ci`` under the "ci"
+    profile, whose examples never change, so more of them are run to cover as much; ``dev`` under
+    another, whose new examples each run cover more over time."""
+    return ci if hypothesis.settings.get_current_profile_name() == "ci" else dev
 
 
 @pytest.fixture(scope="session")

@@ -40,6 +40,7 @@ from floe.records import LoadOutcome, LoadTask, PipeResults, RowAppend
 from floe.streaming.protocol import Code, ContinuationToken
 from pipeline import job
 from pipeline.registrar import ChannelRegistrar, Outcome
+from tests.conftest import reference_model_examples
 
 pytestmark = pytest.mark.integration
 
@@ -667,7 +668,11 @@ def fresh_world(client: redis.Redis[bytes]) -> Iterator[World]:
             client.delete(*stale)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=reference_model_examples(dev=60, ci=500),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @example(ops=REOPEN_IN_A_REPLAYED_BATCH)
 @example(ops=DROP_AND_CREATE_AGAIN)
 @example(ops=REPLAY_AFTER_SETTLE)

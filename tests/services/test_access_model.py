@@ -43,7 +43,7 @@ from floe.settings import Settings
 from services.access import Need, active_roles, allowed, authorize
 from services.auth import Principal
 from services.sql import SqlExecutor
-from tests.conftest import TEST_INTEGRATION
+from tests.conftest import TEST_INTEGRATION, reference_model_examples
 
 pytestmark = pytest.mark.integration
 
@@ -775,7 +775,11 @@ CYCLES: list[Op] = [
 ]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=reference_model_examples(dev=60, ci=200),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @example(ops=SCHEMA_FUTURE_WINS)
 @example(ops=DROP_TAKES_GRANTS)
 @example(ops=CURRENT_GRANTS)
