@@ -169,6 +169,44 @@ def test_a_gzip_json_streams_through_decompression_and_the_first_part_drops_the_
     assert got[0][0].startswith('{"id": 0')
 
 
+def written(docs: list[Any], indent: int | None, layout: str) -> Seen:
+    """What reading the property's file gives, from how json.dumps wrote it: one document per
+    ``json.dumps(d, indent=indent)``, one after another (``docs``); or an outer array (``array``),
+    whose elements are written the same but, with an indent, on lines of their own after the
+    ``[`` line and each of their lines after the first indented once more. Rows count from 1; a
+    record's line is 1 plus the newlines before it (all on line 1 in an array without indent)."""
+    texts = [json.dumps(d, indent=indent) for d in docs]
+    if layout == "array" and indent is not None:
+        texts = [t.replace("\n", "\n" + " " * indent) for t in texts]
+    line = 1 if layout == "docs" or indent is None else 2
+    lines = []
+    for text in texts:
+        lines.append(line)
+        if layout == "docs" or indent is not None:
+            line += text.count("\n") + 1
+    return texts, list(range(1, len(docs) + 1)), lines, []
+
+
+def test_written_is_what_the_files_hold() -> None:
+    """The reference, against files written out by hand."""
+    docs = [{"a": [1, "x\ny"]}, "q", []]
+    assert written(docs, None, "docs") == (['{"a": [1, "x\\ny"]}', '"q"', "[]"], [1, 2, 3], [1, 2, 3], [])
+    assert written(docs, 1, "docs") == (
+        ['{\n "a": [\n  1,\n  "x\\ny"\n ]\n}', '"q"', "[]"],
+        [1, 2, 3],
+        [1, 7, 8],
+        [],
+    )
+    # [\n {\n  "a": [\n   1,\n   "x\\ny"\n  ]\n },\n "q",\n []\n]
+    assert written(docs, 1, "array") == (
+        ['{\n  "a": [\n   1,\n   "x\\ny"\n  ]\n }', '"q"', "[]"],
+        [1, 2, 3],
+        [2, 8, 9],
+        [],
+    )
+    assert written(docs, None, "array")[2] == [1, 1, 1]
+
+
 @given(
     docs=st.lists(
         st.recursive(
@@ -187,19 +225,24 @@ def test_a_gzip_json_streams_through_decompression_and_the_first_part_drops_the_
     chunk=st.integers(min_value=16, max_value=400),
 )
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_any_json_in_parts_reads_as_whole(
+def test_any_json_in_parts_reads_as_written(
     docs: list[Any], indent: int | None, layout: str, chunk: int
 ) -> None:
     """Property: random documents (strings full of quotes, brackets, escapes and newlines) written
-    one per line, pretty-printed, or as an outer array, read in parts of any size as read whole."""
+    one per line, pretty-printed, or as an outer array, read in parts of any size, and read whole,
+    give each document's text as written, its row number and the line it starts on, worked out
+    from how the file was written (``written``), and no error."""
     if layout == "array":
         data, fmt = json.dumps(docs, indent=indent).encode(), OUTER
     else:
         data, fmt = "".join(json.dumps(d, indent=indent) + "\n" for d in docs).encode(), JSON
+    expected = written(docs, indent, layout)
+    assert [json.loads(d) for d in expected[0]] == docs  # the reference's own check
     # Parts grow past a record, up to four chunk sizes, before the fallback cut: keep records below.
     longest = max(len(json.dumps(d, indent=indent)) for d in docs)
     chunk = max(chunk, longest)
-    assert parted_json(data, fmt, chunk)[0] == whole_json(data, fmt)
+    assert whole_json(data, fmt) == expected
+    assert parted_json(data, fmt, chunk)[0] == expected
 
 
 def test_a_single_line_larger_than_the_bound_fails_with_what_to_do() -> None:

@@ -3,6 +3,7 @@ columns with the Snowpipe Streaming SDK's type rules."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from uuid import UUID
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from floe.catalog.models import COLUMN_TYPES, Column
@@ -644,14 +645,15 @@ wire_values = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.sampled_from([2**53 + 1, 2**63, 2**64 - 1, -(2**63) - 1])
+    | st.sampled_from([2**53 + 1, 2**63 - 1, 2**63, 2**64 - 1, -(2**63), -(2**63) - 1])
     | st.floats()
+    | st.sampled_from([float("nan"), float("inf"), float("-inf"), -0.0])
     | st.text(max_size=6)
     | st.sampled_from(["null", "NaN", "\ud800", "é"])
     | st.decimals()
     | st.datetimes(timezones=st.none() | st.timezones())
     | st.dates()
-    | st.times(timezones=st.none() | st.just(UTC))
+    | times
     | st.binary(max_size=4)
     | st.uuids()
     | st.sampled_from([Color.RED, Size.BIG, Wrapped.NAN, Point(1), Cents(1.5), {1, 2}]),
@@ -668,18 +670,171 @@ def _slow_line(row: dict[str, Any]) -> bytes:
     return orjson.dumps(serialize_row(row), option=orjson.OPT_APPEND_NEWLINE)
 
 
+class Refused(Exception):
+    """The reference refuses the row; ``message``: the TypeError's text, when Floe words it (None
+    when orjson refuses what it is given)."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _plain(value: Decimal) -> str:
+    """A finite Decimal's digits in plain notation, as many as it has (``1.50`` stays ``1.50``)."""
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    text = "".join(map(str, digits))
+    if exponent >= 0:
+        text = str(int(text) * 10**exponent)
+    else:
+        text = text.rjust(1 - exponent, "0")
+        text = f"{text[:exponent]}.{text[exponent:]}"
+    return "-" + text if sign else text
+
+
+def _offset_text(minutes: int) -> str:
+    hours, rest = divmod(abs(minutes), 60)
+    return f"{'-' if minutes < 0 else '+'}{hours:02d}:{rest:02d}"
+
+
+def _sent(value: Any, column: str) -> Any:
+    """The JSON value the wire rules (serialize_value's contract) send for ``value``, written apart
+    from Floe: its JSON types as they are, numbers and temporal values as ``_sent_number`` and
+    ``_sent_temporal`` say, bytes as hex, a UUID as its text, an Enum as its value's, lists, tuples
+    and dicts (str keys) member by member; anything else is Refused, at the first such value. A
+    str and a finite float go as they are, for orjson to write or refuse (a lone surrogate, a
+    subclass of float)."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, Enum):
+        return _sent(value.value, column)
+    if isinstance(value, (int, float, Decimal)):
+        return _sent_number(value)
+    if isinstance(value, (date, time)):
+        return _sent_temporal(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise Refused(f"column {column}: object keys must be str, not {type(key).__name__}")
+            out[key] = _sent(item, column)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_sent(item, column) for item in value]
+    raise Refused(f"column {column}: values of Python type {type(value).__name__} cannot be sent")
+
+
+def _sent_number(value: float | Decimal) -> Any:
+    """An int as it is within int64, else its decimal text; a Decimal's exact text (plain unless
+    its exponent passes 1000); NaN and infinities, float or Decimal, as "NaN", "inf", "-inf"."""
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**63 else str(value)
+    if value.is_nan() if isinstance(value, Decimal) else value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    if isinstance(value, float):
+        return value
+    exponent = value.as_tuple().exponent
+    assert isinstance(exponent, int)
+    return _plain(value) if max(abs(exponent), abs(value.adjusted())) <= 1000 else str(value)
+
+
+def _sent_temporal(value: date | time) -> str:
+    """ISO 8601, an offset of whole minutes kept; a datetime with seconds in its offset as the same
+    instant in UTC (at the ends of datetime's range, and for a time, the wall clock and the offset's
+    whole minutes)."""
+    offset = value.utcoffset() if isinstance(value, (datetime, time)) else None
+    if offset is None or offset.total_seconds() % 60 == 0:
+        return value.isoformat()
+    wall = value.replace(tzinfo=None)
+    if isinstance(wall, datetime):
+        with contextlib.suppress(OverflowError):
+            return (wall - offset).isoformat() + "+00:00"
+    return wall.isoformat() + _offset_text(int(offset.total_seconds() // 60))
+
+
+def _expected_line(row: dict[str, Any]) -> bytes:
+    """The line for ``row``: the reference's JSON values, written by orjson (plain JSON values, so
+    none of Floe's code runs), or Refused: first by the reference, at the first value it refuses,
+    column by column; else by orjson (its message is its own)."""
+    sent = {key: _sent(value, key) for key, value in row.items()}
+    try:
+        return orjson.dumps(sent, option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError as exc:
+        raise Refused() from exc
+
+
+def test_the_reference_line_is_what_the_wire_rules_say() -> None:
+    """The reference itself, on values whose lines are written out by hand."""
+    row = {
+        "n": [1, 2**63, -(2**63) - 1, True, None],
+        "f": [1.5, float("nan"), float("-inf")],
+        "d": [Decimal("1E+2"), Decimal("-1.20E-3"), Decimal("0E+2"), Decimal("1E+1001"), Decimal("-sNaN")],
+        "t": [
+            datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=-5))),
+            datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(seconds=1172))),
+            datetime.min.replace(tzinfo=timezone(timedelta(seconds=1172))),
+            date(2024, 1, 2),
+            time(3, 4, tzinfo=timezone(timedelta(seconds=1172))),
+        ],
+        "o": {"k": (b"\x00\xff", UUID(int=1), Color.RED, Size.BIG, Wrapped.NAN)},
+    }
+    assert _expected_line(row) == (
+        b'{"n":[1,"9223372036854775808","-9223372036854775809",true,null],'
+        b'"f":[1.5,"NaN","-inf"],'
+        b'"d":["100","-0.00120","0","1E+1001","NaN"],'
+        b'"t":["2024-01-02T03:04:05-05:00","2024-01-02T02:44:33+00:00","0001-01-01T00:00:00+00:19",'
+        b'"2024-01-02","03:04:00+00:19"],'
+        b'"o":{"k":["00ff","00000000-0000-0000-0000-000000000001","red",9,"NaN"]}}\n'
+    )
+    for bad, message in [
+        ({"a": {1, 2}}, "column a: values of Python type set cannot be sent"),
+        ({"a": [{"k": Point(1)}]}, "column a: values of Python type Point cannot be sent"),
+        ({"a": {1: "x"}}, "column a: object keys must be str, not int"),
+        ({"a": "\ud800", "b": {2}}, "column b: values of Python type set cannot be sent"),
+        ({"a": Cents(1.5)}, None),
+        ({"\ud800": 1}, None),
+    ]:
+        with pytest.raises(Refused) as info:
+            _expected_line(bad)
+        assert info.value.message == message
+
+
 @settings(max_examples=600, deadline=None)
+@example(
+    row={
+        "n": [2**63 - 1, -(2**63), 2**63, 2**53 + 1, Size.BIG],
+        "f": [float("nan"), float("inf"), float("-inf"), -0.0, Wrapped.NAN],
+        "d": [Decimal("1E+2"), Decimal("-1.20E-7"), Decimal("-Infinity"), Decimal("1E+1001")],
+        "t": [
+            datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(seconds=1172))),
+            time(3, 4, tzinfo=timezone(timedelta(seconds=1172))),
+        ],
+        "o": {"k": (b"\x00\xff", UUID(int=1), Color.RED, date(2024, 1, 2))},
+    }
+)
 @given(row=st.dictionaries(st.text(max_size=4), wire_values, max_size=6))
-def test_row_line_is_serialize_row_as_orjson_writes_it(row: dict[str, Any]) -> None:
-    """The fast road gives the same bytes as serialize_row, or the same refusal."""
+def test_row_line_writes_what_the_wire_rules_say(row: dict[str, Any]) -> None:
+    """Whichever road it takes (orjson alone, or serialize_row), row_line gives the bytes a reference
+    written apart from Floe gives (``_sent``, then orjson on plain JSON values), or refuses the row
+    as it does (with Floe's message, where Floe words it)."""
     try:
-        expected: bytes | str = _slow_line(row)
-    except TypeError as exc:
-        expected = f"TypeError: {exc}"
+        expected: bytes | Refused = _expected_line(row)
+    except Refused as exc:
+        expected = exc
     try:
-        got: bytes | str = row_line(row)
+        got = row_line(row)
     except TypeError as exc:
-        got = f"TypeError: {exc}"
+        assert isinstance(expected, Refused), f"refused ({exc}), but the line is {expected!r}"
+        if expected.message is not None:
+            assert str(exc) == expected.message
+        return
+    assert not isinstance(expected, Refused), f"refused, but row_line wrote {got!r}"
     assert got == expected
 
 
