@@ -8,7 +8,7 @@ import ipaddress
 import uuid
 from functools import cached_property
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -312,8 +312,50 @@ def check_function_url(url: str) -> str:
         raise ValueError("the URL must not carry a user name or password")
     if parts.fragment:
         raise ValueError("the URL must not have a #fragment")
+    if (problem := _path_problem(parts.path)) is not None:
+        raise ValueError(problem)
     del port
     return url
+
+
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+_DECODED_BY_SERVERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/\\")
+"""Characters whose percent-encoding a server (or a client on the way) decodes before it routes:
+RFC 3986's unreserved ones, which normalisation decodes (section 6.2.2.2), and the path separators."""
+
+
+def _path_problem(path: str) -> str | None:
+    """Why a URL's path is not in the one form Floe compares and sends, or None (linear in its length).
+
+    A server, or the HTTP client on the way, reads ``a/x/../b`` as ``a/b``, ``%2e`` as ``.``, ``%61``
+    as ``a``, and often ``a//b`` as ``a/b``. A URL written so would be compared with an integration's
+    prefixes in one form and reach the service in another: ``https://gw/prod/x/../admin/f`` lies
+    under an allowed ``https://gw/prod/`` and outside a blocked ``https://gw/prod/admin`` as written,
+    and is called as ``/prod/admin/f``. Such a URL is refused, not rewritten, so that the URL SHOW
+    shows is the one compared and the one sent (decision 105).
+    """
+    if "\\" in path:
+        return "the URL's path must not hold a backslash"
+    if "//" in path:
+        return "the URL's path must not hold an empty segment (//)"
+    if any(segment in (".", "..") for segment in path.split("/")):
+        return "the URL's path must not hold a '.' or '..' segment"
+    at = path.find("%")
+    while at != -1:
+        code = path[at + 1 : at + 3]
+        if len(code) != 2 or any(c not in "0123456789abcdefABCDEF" for c in code):
+            return "the URL's path holds a '%' that starts no percent-encoding"
+        if (char := chr(int(code, 16))) in _DECODED_BY_SERVERS:
+            return f"the URL's path must not percent-encode '{char}' (%{code}): write it as it is"
+        at = path.find("%", at + 3)
+    return None
+
+
+def _origin(parts: SplitResult) -> tuple[str, str | None, int | None]:
+    """(scheme, host, port) with the scheme's default port written out: ``https://h`` is ``https://h:443``."""
+    scheme = parts.scheme.lower()
+    return scheme, parts.hostname, parts.port or _DEFAULT_PORTS.get(scheme)
 
 
 def url_within(url: str, prefix: str) -> bool:
@@ -326,7 +368,7 @@ def url_within(url: str, prefix: str) -> bool:
     """
     try:
         u, p = urlsplit(url), urlsplit(prefix)
-        same_origin = (u.scheme.lower(), u.hostname, u.port) == (p.scheme.lower(), p.hostname, p.port)
+        same_origin = _origin(u) == _origin(p)
     except ValueError:
         return False
     if not same_origin or u.hostname is None:
