@@ -64,6 +64,8 @@ class RemoteFunction:
     """RETURNS NULL ON NULL INPUT: a row with a NULL argument is NULL, and is not sent."""
     created_ms: int = 0
     """When the function was created: a replaced function does not reuse its predecessor's cache."""
+    secure: bool = False
+    """SECURE: its URL is its owner's to see (DESC), never shown in a refusal its callers read."""
     api_key: str | None = field(default=None, repr=False)
     """The integration's API_KEY: sent as ``x-api-key`` and keying the signature; never logged."""
 
@@ -89,6 +91,7 @@ class RemoteFunction:
             # getattr: the catalog's STRICT flag is newer than some stored functions' model.
             strict=bool(getattr(fn, "strict", False)),
             created_ms=fn.created_ms,
+            secure=bool(getattr(fn, "secure", False)),
             api_key=integration.api_key,
         )
 
@@ -106,14 +109,16 @@ class RemoteFunction:
             return f"its URL is refused: {exc}"
         if not self.integration_enabled:
             return f"API integration {self.integration} is disabled (ENABLED = FALSE)"
+        # A refusal reaches whoever called the function; a SECURE function's URL is its owner's.
+        shown = "the URL of secure function " + self.name if self.secure else self.url
         if not any(url_within(self.url, prefix) for prefix in self.allowed_prefixes):
             return (
-                f"API integration {self.integration} does not allow {self.url}: "
+                f"API integration {self.integration} does not allow {shown}: "
                 "it lies under none of its API_ALLOWED_PREFIXES"
             )
         if any(url_within(self.url, prefix) for prefix in self.blocked_prefixes):
             return (
-                f"API integration {self.integration} does not allow {self.url}: "
+                f"API integration {self.integration} does not allow {shown}: "
                 "it lies under one of its API_BLOCKED_PREFIXES"
             )
         return None
