@@ -87,6 +87,9 @@ class StreamingService:
             pipe = self._default_pipe(principal, full, write)
         if pipe is None:
             raise _missing_pipe(full)
+        # Privileges first: a caller who may not see the pipe learns nothing of it, not even that it
+        # loads files (a missing pipe and an unseen one answer the same 404).
+        self._authorize(principal, pipe, write)
         if pipe.source != "streaming":
             raise RestError(
                 400,
@@ -95,7 +98,6 @@ class StreamingService:
                 "FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING'))) or the table's default pipe "
                 f"<TABLE>{DEFAULT_PIPE_SUFFIX}.",
             )
-        self._authorize(principal, pipe, write)
         return pipe
 
     def _authorize(self, principal: Principal, pipe: Pipe, write: bool) -> None:
