@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse
 
 from floe.catalog import Catalog, Pipe, now_ms
 from floe.catalog.ddl import Defaults, qualify
+from floe.catalog.models import has_dot_segment
 from floe.errors import AuthenticationFailed, FloeError, ObjectNotFound
 from floe.history import FileState, iso_utc, read_states, states_of
 from floe.keys import Keys, RedisClient
@@ -108,6 +109,11 @@ def _file_ref(i: int, path: object, size: object) -> FileRef:
     relative = path.lstrip("/")
     if not relative.strip():
         raise _bad_request(f"files[{i}].path names no file: '{path[:40]}'.")
+    if has_dot_segment(relative):
+        raise _bad_request(
+            f"files[{i}].path has a '.' or '..' segment (as written or percent-encoded): name a file "
+            "inside the pipe's stage by its path from the stage's location, such as 'dir/file.csv'."
+        )
     return FileRef(relative, size)
 
 

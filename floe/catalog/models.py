@@ -8,7 +8,7 @@ import ipaddress
 import uuid
 from functools import cached_property
 from typing import Literal
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -316,6 +316,23 @@ def check_function_url(url: str) -> str:
         raise ValueError(problem)
     del port
     return url
+
+
+def has_dot_segment(path: str) -> bool:
+    """Whether a path holds a ``.`` or ``..`` segment, as written or percent-encoded (``%2e``, also
+    encoded again as ``%252e``), with ``/`` or a backslash between segments.
+
+    S3 keys are plain strings, but an HTTP client or a store on the way resolves dot segments: a
+    stage-relative ``../secret/x.csv`` was read from outside the stage and its integration's allowed
+    locations (issue 31, item 2). Such a path names no file of a stage (decision 108).
+    """
+    seen = path
+    for _ in range(4):  # each layer on the way may decode once; four rounds reach a fixed point
+        decoded = unquote(seen)
+        if decoded == seen:
+            break
+        seen = decoded
+    return any(segment in (".", "..") for segment in seen.replace("\\", "/").split("/"))
 
 
 _DEFAULT_PORTS = {"https": 443, "http": 80}
@@ -692,8 +709,12 @@ class Pipe(CatalogObject):
         return self.stage_prefix + self.copy_spec.path
 
     def relative_path(self, key: str) -> str | None:
-        """Path of an object key relative to the stage, or None if outside the pipe's location."""
-        if not key.startswith(self.prefix):
+        """Path of an object key relative to the stage, or None if outside the pipe's location.
+
+        A key with a dot segment is outside whatever its prefix says (``has_dot_segment``): the
+        notifications, REFRESH and insertFiles all map keys through here.
+        """
+        if not key.startswith(self.prefix) or has_dot_segment(key):
             return None
         return key[len(self.stage_prefix) :]
 
