@@ -289,16 +289,6 @@ def _crash(point: str, record_file: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _record_crash(path: str, point: str, tree: int) -> None:
-    """Append ``point pid tree`` to the crash record, once per process tree (see ``_crash``)."""
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        _record_crash_locked(fd, path, point, tree)
-    finally:
-        os.close(fd)  # closing releases the lock
-
-
 def _record_crash_locked(fd: int, path: str, point: str, tree: int) -> None:
     """Append ``point pid tree`` unless the tree's crash at ``point`` is recorded (lock held)."""
     lines = [line.split() for line in Path(path).read_text().splitlines()]
@@ -312,13 +302,8 @@ def _tree_groups(leader: int) -> set[int]:
     parent: dict[int, int] = {}
     group: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone meanwhile
-        parent[int(entry.name)], group[int(entry.name)] = int(fields[1]), int(fields[2])
+        if entry.name.isdigit() and (fields := proc_stat(int(entry.name))) is not None:  # None: gone
+            parent[int(entry.name)], group[int(entry.name)] = int(fields[1]), int(fields[2])
     children: dict[int, list[int]] = {}
     for pid, ppid in parent.items():
         children.setdefault(ppid, []).append(pid)
@@ -344,12 +329,23 @@ def _floe_group() -> int | None:
         try:
             group = os.getpgid(pid)
             argv = Path(f"/proc/{group}/cmdline").read_bytes().split(b"\0")[:2]
-            if any(os.path.basename(arg) == b"floe" for arg in argv):  # `floe <command>`
-                return group
-            stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             return None
-        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state is the parent pid
+        if any(os.path.basename(arg) == b"floe" for arg in argv):  # `floe <command>`
+            return group
+        if (stat := proc_stat(pid)) is None:
+            return None
+        pid = int(stat[1])  # the parent pid
         if pid <= 1:
             return None
     return None
+
+
+def proc_stat(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (state, ppid, pgrp, ...), or None."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name sits in parentheses and may itself contain spaces or parentheses.
+    return text.rsplit(")", 1)[1].split()

@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from floe.runtime import private_dir
+from floe.runtime import private_dir, proc_stat
 
 STOP_GRACE_S = 20.0
 """How long a process group gets to exit after SIGTERM before it is sent SIGKILL."""
@@ -150,16 +150,6 @@ def write_pid(path: Path, pid: int) -> None:
 # ------------------------------------------------------------------------------------------ liveness
 
 
-def _proc_stat(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat after the command name (state, ppid, pgrp, ...), or None."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name sits in parentheses and may itself contain spaces or parentheses.
-    return text.rsplit(")", 1)[1].split()
-
-
 def process_alive(pid: int, *markers: str) -> bool:
     """True when ``pid`` runs, is not a zombie, and its command line contains every one of ``markers``.
 
@@ -175,7 +165,7 @@ def process_alive(pid: int, *markers: str) -> bool:
         pass  # it exists but belongs to someone else; /proc decides
     if not Path("/proc").is_dir():
         return True  # no procfs: the signal check is all there is
-    stat = _proc_stat(pid)
+    stat = proc_stat(pid)
     if stat is None or stat[0] == "Z":
         return False
     if not markers:
@@ -200,7 +190,7 @@ def group_alive(pgid: int) -> bool:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        stat = _proc_stat(int(entry.name))
+        stat = proc_stat(int(entry.name))
         if stat is not None and stat[2] == str(pgid) and stat[0] != "Z":
             return True
     return False

@@ -194,7 +194,7 @@ class BatchProcessor:
         )
         forced = self.faults.current().load_path
         here = (forced == "driver") if forced else on_driver(todo, p.driver_batch_files, p.driver_batch_bytes)
-        n = 1 if here else max(1, min(self.settings.pipeline.partitions, len(todo)))
+        n = 1 if here else max(1, min(p.partitions, len(todo)))
         todo.sort(key=lambda t: (t.pipe_id, t.path))
         tasks = [t.in_part(_part(t, i, n)) for i, t in enumerate(todo)]
         ctx = BatchContext(

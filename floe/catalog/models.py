@@ -5,6 +5,7 @@ each kind of object takes."""
 from __future__ import annotations
 
 import ipaddress
+import string
 import uuid
 from functools import cached_property
 from typing import Literal
@@ -361,7 +362,7 @@ def _path_problem(path: str) -> str | None:
     at = path.find("%")
     while at != -1:
         code = path[at + 1 : at + 3]
-        if len(code) != 2 or any(c not in "0123456789abcdefABCDEF" for c in code):
+        if len(code) != 2 or any(c not in string.hexdigits for c in code):
             return "the URL's path holds a '%' that starts no percent-encoding"
         if (char := chr(int(code, 16))) in _DECODED_BY_SERVERS:
             return f"the URL's path must not percent-encode '{char}' (%{code}): write it as it is"

@@ -3,6 +3,7 @@ crash record, and the log handler that writes a batch of lines at once."""
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import logging
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from floe.runtime import Faults, JsonFormatter, LinesHandler, _record_crash, log_lines
+from floe.runtime import Faults, JsonFormatter, LinesHandler, _record_crash_locked, log_lines
 from floe.settings import FaultSettings
 from tests.conftest import wait_until
 
@@ -70,6 +71,17 @@ def test_hits_count_from_the_arming_and_a_disarmed_point_never_crashes(
     for _ in range(3):
         faults.hit("pipeline.after_commit")
     assert len(crashes) == 1
+
+
+def _record_crash(path: str, point: str, tree: int) -> None:
+    """What a crash does to the record (``floe.runtime._crash``), but that it lets the lock go on
+    closing instead of on dying."""
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _record_crash_locked(fd, path, point, tree)
+    finally:
+        os.close(fd)
 
 
 def _crash_together(start: multiprocessing.synchronize.Barrier, path: str, tree: int) -> None:
