@@ -32,7 +32,7 @@ from floe.catalog import (
     Table,
     now_ms,
 )
-from floe.catalog.locations import refusal
+from floe.catalog.locations import refusal, storage_integration
 from floe.catalog.pipe_state import pipe_stopped
 from floe.heartbeat import PIPELINE, Heartbeat
 from floe.history import FileState
@@ -144,6 +144,7 @@ class BatchProcessor:
         tables: dict[str, str] = {}
         refused: dict[str, str] = {}
         functions: dict[str, dict[str, str]] = {}
+        integrations: dict[str, str] = {}
         todo: list[LoadTask] = []
         names: dict[str, str] = {}
         """pipe id -> name, for the pipes of staged files (a streaming pipe's appends are no files)."""
@@ -177,6 +178,8 @@ class BatchProcessor:
             if (reason := refusal(self.catalog, self.settings, pipe) or missing) is not None:
                 refused[pipe_id] = reason
                 log.warning("%d files refused: %s", len(files), reason, extra={"pipe": pipe.name})
+            elif (integration := storage_integration(self.catalog, pipe)) is not None:
+                integrations[pipe_id] = integration.model_dump_json()  # each file's key is checked too
             todo.extend(files)
         if not todo:
             return
@@ -198,7 +201,15 @@ class BatchProcessor:
         todo.sort(key=lambda t: (t.pipe_id, t.path))
         tasks = [t.in_part(_part(t, i, n)) for i, t in enumerate(todo)]
         ctx = BatchContext(
-            self.settings_json, self.master_key, qid, batch_id, pipes, tables, refused, functions
+            self.settings_json,
+            self.master_key,
+            qid,
+            batch_id,
+            pipes,
+            tables,
+            refused,
+            functions,
+            integrations,
         )
         results = self._load_here(ctx, tasks) if here else self._load_in_spark(ctx, tasks, n)
         self.faults.hit("pipeline.after_blobs")

@@ -30,7 +30,8 @@ from floe.aws import client as aws_client
 from floe.aws import object_gone, pyarrow_s3_kwargs
 from floe.blob_columns import blob_schema, fill, to_blob
 from floe.blobs import BlobCrypto, BlobMeta, crypto_from_settings, write_blob
-from floe.catalog import ApiIntegration, ExternalFunction, Pipe, Table
+from floe.catalog import ApiIntegration, ExternalFunction, Pipe, StorageIntegration, Table
+from floe.catalog.locations import key_refusal
 from floe.catalog.models import CONTEXT_FUNCTIONS, FileFormat
 from floe.errors import CompilationError, FileLoadError
 from floe.external import Breaker, FunctionCaller, RemoteFunction
@@ -90,6 +91,14 @@ class BatchContext:
     functions: dict[str, dict[str, str]] = field(default_factory=dict)
     """pipe id -> call key -> ``external_entry`` JSON: the external functions its COPY calls, and
     their API integrations, as the catalog has them at the start of the micro-batch."""
+    integrations: dict[str, str] = field(default_factory=dict)
+    """pipe id -> the StorageIntegration JSON its stage reads through, as the driver checked the
+    stage's URL against it: each file's key is checked against it too (``key_refusal``)."""
+
+    def integration(self, pipe_id: str) -> StorageIntegration | None:
+        """The storage integration of a pipe's stage (None: an internal stage, or none recorded)."""
+        found = self.integrations.get(pipe_id)
+        return StorageIntegration.model_validate_json(found) if found is not None else None
 
 
 def external_entry(fn: ExternalFunction, integration: ApiIntegration) -> str:
@@ -507,6 +516,8 @@ def stream_file(
     reached a record end. Returns the blobs and the file's outcome.
     """
     path = task.path
+    if (refused := key_refusal(pipe, path, ctx.integration(pipe.id))) is not None:
+        return [], LoadOutcome.stopped(path, refused, system=False, size=size)  # defence in depth
     key = pipe.object_key(path)
     location = f"{pipe.bucket}/{key}"
     extra: dict[str, object] = {"pipe": pipe.name, "file": path, "batch": ctx.batch_id}
@@ -829,7 +840,7 @@ class _TaskFiles:
     def load(self, tasks: list[LoadTask], part: int) -> list[LoadOutcome | BlobMeta]:
         """Load the files in path order and write the blob; every outcome, then the blob's entry."""
         w, pipe, clock = self.w, self.pipe, self.clock
-        ordered = sorted(tasks, key=lambda t: t.path)
+        ordered = self._readable(sorted(tasks, key=lambda t: t.path))
         fetches = _prefetched(w, pipe, ordered)
         group = self.evolving is None and _groupable(w, pipe, self.table)
         for index, task in enumerate(ordered):
@@ -866,6 +877,20 @@ class _TaskFiles:
         )
         _log_files(self.ctx, pipe, self.whole, name)
         return self.out
+
+    def _readable(self, tasks: list[LoadTask]) -> list[LoadTask]:
+        """The tasks whose object key the job may read (``key_refusal``); each other one fails
+        alone, unread. The API lets no such path through: this is defence in depth, as pyarrow's
+        S3 filesystem would resolve a '..' in it and read outside the stage (decision 115)."""
+        integration = self.ctx.integration(self.pipe.id)
+        readable = []
+        for task in tasks:
+            if (reason := key_refusal(self.pipe, task.path, integration)) is None:
+                readable.append(task)
+                continue
+            log.warning("file refused unread: %s", reason, extra={"pipe": self.pipe.name, "file": task.path})
+            self._record(task, None, LoadOutcome.stopped(task.path, reason, system=False), False)
+        return readable
 
     def _record(self, task: LoadTask, data: pa.Table | None, outcome: LoadOutcome, streamed: bool) -> None:
         self.out.append(outcome.of_task(task))

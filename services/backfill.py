@@ -29,6 +29,7 @@ from floe.aws import AWS_ERRORS
 from floe.aws import client as aws_client
 from floe.catalog import Catalog, Pipe, now_ms
 from floe.catalog.locations import refusal
+from floe.catalog.stage_commands import stage_path
 from floe.keys import Keys, RedisClient
 from floe.metrics import FileFlow
 from floe.settings import Settings
@@ -55,8 +56,14 @@ def staged_pages(s3: Any, pipe: Pipe, prefix: str, since: dt.datetime) -> Iterat
     """The objects under the pipe's location plus ``prefix`` (a key prefix, appended to the pipe's
     path as Snowflake's PREFIX is) last modified at or after ``since`` that pass its PATTERN, as
     stage-relative paths with their sizes, in key order: a list per page of S3's listing (up to
-    1,000 keys). S3's errors pass through."""
-    key_prefix = pipe.prefix + prefix.lstrip("/")
+    1,000 keys). S3's errors pass through; a ``prefix`` with a '.' or '..' segment is refused
+    (CompilationError) before anything is listed."""
+    stage_path(prefix, "ALTER PIPE ... REFRESH PREFIX")
+    return _pages(s3, pipe, pipe.prefix + prefix.lstrip("/"), since)
+
+
+def _pages(s3: Any, pipe: Pipe, key_prefix: str, since: dt.datetime) -> Iterator[list[FileRef]]:
+    """``staged_pages``, of a prefix already checked."""
     paging = {"PageSize": LISTING_PAGE_KEYS}
     for page in s3.get_paginator("list_objects_v2").paginate(
         Bucket=pipe.bucket, Prefix=key_prefix, PaginationConfig=paging

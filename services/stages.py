@@ -40,12 +40,14 @@ from floe.aws import client as aws_client
 from floe.catalog import Catalog, Stage, Table, User, split_s3_url
 from floe.catalog.ddl import CreatePipe
 from floe.catalog.internal import table_stage_name, table_stage_url
+from floe.catalog.models import has_dot_segment
 from floe.catalog.names import Defaults, Name
 from floe.catalog.stage_commands import (
     ListFiles,
     RemoveFiles,
     StageLocation,
     parse_location,
+    stage_path,
 )
 from floe.catalog.user_stages import user_stage_url
 from floe.errors import CompilationError, ObjectNotFound, SqlError
@@ -125,13 +127,14 @@ def http_date(when: dt.datetime) -> str:
 
 
 def file_name_error(name: str) -> str | None:
-    """Why ``name`` cannot be a staged file's name (a PUT's target, a GET's path), or None."""
+    """Why ``name`` cannot be a staged file's name (a PUT's target, a GET's path), or None. A dot
+    segment counts percent-encoded too (``has_dot_segment``): '%2e%2e' was stored as a file's name."""
     if not name or "\x00" in name:
         return "a file name must be non-empty and hold no NUL character"
     if len(name.encode()) > 1024:
         return "a file's path may be at most 1,024 UTF-8 bytes"
-    if any(part in ("", ".", "..") for part in name.split("/")):
-        return "a file's path may not hold empty, '.' or '..' segments"
+    if "" in name.split("/") or has_dot_segment(name):
+        return "a file's path may not hold empty, '.' or '..' segments (as written or percent-encoded)"
     return None
 
 
@@ -184,6 +187,8 @@ class StageFiles:
     def place(self, principal: Principal, location: StageLocation, action: Action) -> Place:
         """Where ``location`` is, once ``principal`` may ``action`` (read: LIST, GET; write: PUT,
         REMOVE) there; ObjectNotFound or PermissionDenied otherwise."""
+        # parse_location refused it already; a location built otherwise is checked here too.
+        stage_path(location.path, f"stage location '{location}'")
         if location.user:
             # The caller's own stage: nothing to authorize, as nothing can be granted on it and
             # nobody else's is ever named (``@~`` means the caller's).
@@ -366,10 +371,12 @@ class StageFiles:
 
     def target_key(self, place: Place, name: str) -> str:
         """The key a PUT of file ``name`` into ``place`` writes: the path as a folder, then the name."""
-        if "/" in name or (why := file_name_error(name)) is not None:
+        if "/" in name:
             raise RestError(
                 400, "000904", f"invalid file name '{name[:80]}': a PUT names one file, without '/'"
             )
+        if (why := file_name_error(name)) is not None:
+            raise RestError(400, "000904", f"invalid file name '{name[:80]}': {why}")
         folder = place.path if not place.path or place.path.endswith("/") else place.path + "/"
         key = place.root + folder + name
         if (why := file_name_error(key[len(place.root) :])) is not None:

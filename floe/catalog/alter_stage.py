@@ -23,8 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from floe.catalog.access import Scanner
+from floe.catalog.access import Scanner, shortened
 from floe.catalog.names import Defaults, Name
+from floe.catalog.stage_commands import stage_path
 from floe.errors import CompilationError
 
 SETTABLE = ("URL", "STORAGE_INTEGRATION", "FILE_FORMAT", "COMMENT")
@@ -98,6 +99,7 @@ def _set(sc: Scanner, out: AlterStage, key: str, file_format: Callable[[str], di
         url = sc.string("a quoted URL, such as URL = 's3://bucket/prefix/'")
         if not url.lower().startswith("s3://"):
             raise CompilationError("an external stage's URL is an S3 location: URL = 's3://bucket/prefix/'")
+        stage_path(url[len("s3://") :], f"URL '{shortened(url, 200)}'")  # as CREATE STAGE (decision 115)
         out.url = url
     elif key == "STORAGE_INTEGRATION":
         out.storage_integration = sc.ident("integration")

@@ -51,6 +51,7 @@ from floe.catalog.stage_commands import (
     is_file_command,
     parse_file_command,
     parse_location,
+    stage_path,
     transfer_refusal,
 )
 from floe.errors import CompilationError
@@ -1318,6 +1319,8 @@ def _parse_create_stage(
             "an external stage's URL is an S3 location: URL = 's3://bucket/prefix/' "
             "(without URL, CREATE STAGE makes an internal stage)"
         )
+    if url is not None:  # its keys would resolve elsewhere than its integration admitted (decision 115)
+        stage_path(url[len("s3://") :], f"URL '{shortened(url, 200)}'")
     if url is None and integration is not None:
         raise CompilationError(
             "STORAGE_INTEGRATION applies to external stages: give the stage a URL = 's3://bucket/prefix/', "
@@ -1593,6 +1596,7 @@ def _check_locations(key: str, locations: list[str]) -> list[str]:
                 f"invalid location '{shortened(location, 60)}' in {key}; Floe reads S3: "
                 f"write 's3://bucket/path/'{star}"
             )
+        stage_path(location[len("s3://") :], f"location '{shortened(location, 200)}' of {key}")
     return locations
 
 

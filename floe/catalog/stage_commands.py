@@ -5,7 +5,9 @@
 quotes, as Snowflake requires when the name or path holds spaces (``'@"my stage"/a b/'``). The file
 commands take a user stage; a pipe's COPY does not, as Snowpipe loads no user stage. The path of
 LIST, REMOVE and GET is a key prefix as written (``@s/data`` names ``data.csv`` and
-``data/x.csv``), as in Snowflake; a COPY's path is a folder.
+``data/x.csv``), as in Snowflake; a COPY's path is a folder. No path holds a ``.`` or ``..``
+segment, as written or percent-encoded (``stage_path``): it would name a place outside the stage
+to whatever resolves it on the way (decisions 108, 115).
 
 PUT and GET move files between the client's machine and a stage, so the client runs them
 (``floe put``, ``floe get``, or ``floe sql`` with a PUT or GET statement, as SnowSQL does); the
@@ -22,6 +24,7 @@ import re
 from dataclasses import dataclass
 
 from floe.catalog.access import Scanner, shortened
+from floe.catalog.models import has_dot_segment
 from floe.catalog.names import IDENT, Defaults, Name, qualify
 from floe.errors import CompilationError
 from floe.patterns import compile_pattern
@@ -131,6 +134,25 @@ def transfer_refusal(statement: PutFiles | GetFiles) -> CompilationError:
     )
 
 
+def stage_path(path: str, where: str) -> str:
+    """``path``, a path in a stage as a client names it (a location's, a PUT's file name, REFRESH's
+    PREFIX), unless it holds a ``.`` or ``..`` segment as written or percent-encoded
+    (``has_dot_segment``): CompilationError naming it and ``where`` it was written.
+
+    S3 keys are plain strings, but pyarrow's S3 filesystem, which the job reads with, resolves
+    ``in/../secret`` to ``secret`` (measured on LocalStack), so such a path would name a file of
+    another stage, or outside the integration's locations. Refused, not normalised, as insertFiles
+    refuses it (decision 108).
+    """
+    if has_dot_segment(path):
+        raise CompilationError(
+            f"invalid path '{shortened(path, 200)}' in {where}: a path in a stage may not hold a '.' or "
+            "'..' segment (as written or percent-encoded, such as %2e%2e); name files by their path from "
+            "the stage, such as @my_stage/dir/file.csv"
+        )
+    return path
+
+
 def is_file_command(text: str) -> bool:
     """Whether a statement (stripped) is LIST, LS, REMOVE, RM, PUT or GET."""
     return _COMMAND.match(text) is not None
@@ -159,7 +181,8 @@ def parse_location(
     if table:
         cut = len(name) - len(parts[-1])  # the last part ends the name: drop its mark
         name = name[:cut] + name[cut + 1 :]
-    return StageLocation(qualify(name, defaults), (m.group("path") or "").lstrip("/"), table)
+    path = stage_path((m.group("path") or "").lstrip("/"), f"stage location '{shortened(text, 200)}'")
+    return StageLocation(qualify(name, defaults), path, table)
 
 
 def _user_location(text: str, allowed: bool) -> StageLocation:
@@ -174,7 +197,8 @@ def _user_location(text: str, allowed: bool) -> StageLocation:
     rest = text[2:]
     if rest and not rest.startswith("/"):
         raise CompilationError(f"invalid stage location '{shortened(text)}'; the user stage is @~ or @~/path")
-    return StageLocation(USER_STAGE_NAME, rest.lstrip("/"), user=True)
+    path = stage_path(rest.lstrip("/"), f"stage location '{shortened(text, 200)}'")
+    return StageLocation(USER_STAGE_NAME, path, user=True)
 
 
 def parse_file_command(text: str, defaults: Defaults) -> FileCommand:

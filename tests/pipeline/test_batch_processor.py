@@ -55,9 +55,11 @@ class Tasks:
         self.bucket = settings.pipeline.tables_bucket
         self.s3 = s3
         self.calls: list[list[LoadTask]] = []
+        self.contexts: list[BatchContext] = []
 
     def __call__(self, ctx: BatchContext, tasks: list[LoadTask]) -> list[dict[str, Any]]:
         self.calls.append(list(tasks))
+        self.contexts.append(ctx)
         groups: dict[tuple[str, int], list[LoadTask]] = defaultdict(list)
         for t in tasks:
             groups[(t.pipe_id, t.part)].append(t)
@@ -272,6 +274,24 @@ def test_a_batch_commits_its_files_and_their_load_history(job: Job) -> None:
     assert job.redis.xlen(job.keys.events(p.id)) == 3
     assert job.marked(p, 0)
     assert job.files_counted(p) == 3
+
+
+def test_the_tasks_get_each_pipes_storage_integration_to_check_its_keys(job: Job) -> None:
+    """The integration the driver checked the stage's URL with goes to the tasks, which check
+    each file's key against it (``floe.catalog.locations.key_refusal``, decision 115)."""
+    job.run_sql("CREATE STAGE ist")
+    p = job.pipe("p")
+    job.run_sql("CREATE PIPE pi AS COPY INTO t FROM @ist")
+    internal = job.sql.catalog.get(Pipe, "FLOE.PUBLIC.PI")
+    job.queue(p, "a.csv")
+    job.queue(internal, "b.csv")
+    job.plan(0)
+    job.run(0)
+    (ctx,) = job.tasks.contexts
+    integration = ctx.integration(p.id)
+    assert integration is not None and integration.name == "FLOE_TESTS"
+    assert integration.allowed_locations == ["*"]
+    assert ctx.integration(internal.id) is None  # an internal stage reads through none
 
 
 def test_a_replayed_batch_loads_nothing_and_changes_nothing(job: Job) -> None:
