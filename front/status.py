@@ -102,7 +102,7 @@ class Snapshot:
 def quoted_name(*parts: str) -> str:
     """A qualified name as SQL text: parts that are plain upper-case identifiers bare, the others
     double-quoted (SHOW PIPES gives the names as stored)."""
-    return ".".join(p if _BARE.fullmatch(p) else f'"{p}"' for p in parts)
+    return ".".join(p if _BARE.fullmatch(p) else '"' + p.replace('"', '""') + '"' for p in parts)
 
 
 def _literal(text: str) -> str:

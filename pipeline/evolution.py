@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from floe.catalog import Catalog, Column, Pipe, Table, now_ms
-from floe.catalog.names import IDENTIFIER_MAX_LENGTH
+from floe.catalog.names import IDENTIFIER_MAX_LENGTH, split_parts
 from floe.catalog.schema import (
     MAX_EVOLVED_COLUMNS,
     Evolution,
@@ -157,7 +157,7 @@ def evolve(w: Worker, pipe: Pipe, current: TaskTable, raw: RawFile, path: str) -
     if len(change.add) > MAX_EVOLVED_COLUMNS:
         raise FileLoadError(
             f"Schema evolution would add {len(change.add)} columns to table "
-            f"{table.name.split('.')[-1]} from this file; one load adds at most {MAX_EVOLVED_COLUMNS}.",
+            f"{split_parts(table.name)[-1]} from this file; one load adds at most {MAX_EVOLVED_COLUMNS}.",
             file=path,
         )
     keys = Keys(w.settings.redis.prefix)

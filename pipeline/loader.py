@@ -20,6 +20,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pyarrow as pa
 from botocore.exceptions import ClientError
@@ -33,6 +34,7 @@ from floe.blobs import BlobCrypto, BlobMeta, crypto_from_settings, write_blob
 from floe.catalog import ApiIntegration, ExternalFunction, Pipe, StorageIntegration, Table
 from floe.catalog.locations import key_refusal
 from floe.catalog.models import CONTEXT_FUNCTIONS, FileFormat
+from floe.catalog.names import split_parts
 from floe.errors import CompilationError, FileLoadError
 from floe.external import Breaker, FunctionCaller, RemoteFunction
 from floe.keys import Keys, RedisClient, one_slot
@@ -189,7 +191,7 @@ class _Worker:
             settings = self.settings.external_functions
             breaker = Breaker(settings, self.redis(), Keys(self.settings.redis.prefix))
             self._caller = FunctionCaller(settings, breaker=breaker)
-        database, schema, _ = pipe.name.split(".", 2)
+        database, schema, _ = split_parts(pipe.name)
         context = dict.fromkeys(CONTEXT_FUNCTIONS, "")
         context.update(
             CURRENT_ACCOUNT="FLOE",
@@ -246,8 +248,17 @@ def blob_name(
 
 def batch_prefix(table: Table, pipe_id: str, query_id: str, batch_id: int) -> str:
     """The start of every blob name a micro-batch writes for one pipe (``blob_name``)."""
-    db, schema, name = table.name.split(".")
-    return f"{db}/{schema}/{name}/{table.id}/{pipe_id}/{query_id}-{batch_id:010d}-"
+    return f"{table_prefix(table)}{pipe_id}/{query_id}-{batch_id:010d}-"
+
+
+def table_prefix(table: Table) -> str:
+    """Where every blob of this incarnation of ``table`` lies: ``DB/SCHEMA/NAME/<table id>/``.
+
+    One key segment per identifier, each percent-encoded, dots included: a quoted name may hold a
+    '/' or be '..', and the key must name one place whatever the table is called (decision 109).
+    A plain name is its own segment, so the keys of existing tables stay what they were."""
+    db, schema, name = (quote(p, safe="$").replace(".", "%2E") for p in split_parts(table.name))
+    return f"{db}/{schema}/{name}/{table.id}/"
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from floe.catalog import (
     User,
     grant_key,
 )
-from floe.catalog.names import Defaults
+from floe.catalog.names import Defaults, join_parts, quote_part, split_parts
 from floe.catalog.store import role_closure
 from floe.errors import ObjectNotFound, PermissionDenied
 from services.auth import Principal
@@ -133,15 +133,35 @@ def held(catalog: Catalog, roles: frozenset[str], kind: str, name: str) -> set[s
 
 def containers(kind: str, name: str) -> list[tuple[str, str]]:
     """The database and schema an object lives in, outermost first."""
-    if kind == "FUNCTION":
-        # DB.S.F(NUMBER, VARCHAR): the types never hold a parenthesis, the name before them may.
-        name = name[: name.rindex("(")]
-    parts = name.split(".")
+    if kind not in _CONTAINED:
+        return []
+    parts = _parts(kind, name)
+    database = ("DATABASE", quote_part(parts[0]))
     if kind == "SCHEMA":
-        return [("DATABASE", parts[0])]
-    if kind in ("TABLE", "STAGE", "FILE_FORMAT", "PIPE", "FUNCTION"):
-        return [("DATABASE", parts[0]), ("SCHEMA", f"{parts[0]}.{parts[1]}")]
-    return []
+        return [database]
+    return [database, ("SCHEMA", join_parts(*parts[:2]))]
+
+
+_CONTAINED = ("SCHEMA", "TABLE", "STAGE", "FILE_FORMAT", "PIPE", "FUNCTION")
+"""The kinds that live in a database (a schema) or in a schema (the others)."""
+
+
+def _parts(kind: str, name: str) -> tuple[str, ...]:
+    """The identifiers of a database's, schema's or object's key, parsed (decision 109): never
+    split on dots, which a quoted name may hold. A function's key loses its argument types first:
+    ``DB.S.F(NUMBER, VARCHAR)``'s types never hold a parenthesis, the name before them may."""
+    if kind == "FUNCTION":
+        name = name[: name.rindex("(")]
+    return split_parts(name)
+
+
+def own_name(kind: str, name: str) -> str:
+    """An object's own name as a refusal says it: the last identifier (a function's with its
+    argument types); a user's, role's or integration's name whole."""
+    if not name or kind not in (*_CONTAINED, "DATABASE"):
+        return name
+    signature = name[name.rindex("(") :] if kind == "FUNCTION" else ""
+    return _parts(kind, name)[-1] + signature
 
 
 def _usable(catalog: Catalog, roles: frozenset[str], kind: str, name: str) -> bool:
@@ -224,7 +244,7 @@ def function_name(name_parts: Sequence[str], defaults: Defaults) -> str | None:
         return None
     while len(parts) < 3:
         parts.insert(0, defaults.schema if len(parts) == 1 else defaults.database)
-    return ".".join(parts)
+    return join_parts(*parts)
 
 
 def resolve_function(
@@ -248,7 +268,7 @@ def resolve_function(
 def insufficient(need: Need, roles: Iterable[str]) -> PermissionDenied:
     """Snowflake's 003001 for ``need``, with what would have sufficed."""
     kind = NAMES.get(need.kind, need.kind.lower())
-    short = need.name.split(".")[-1] if need.name else ""
+    short = own_name(need.kind, need.name)
     where = f"{kind} '{short}'" if need.kind != "ACCOUNT" else "account"
     target = f"{kind} {need.name}" if need.name else "the account"
     return PermissionDenied(

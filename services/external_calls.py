@@ -37,7 +37,7 @@ from floe.catalog.names import Defaults
 from floe.errors import CompilationError, SqlError
 from floe.external import CallContext, ExternalFunctionError, FunctionCaller, RemoteFunction
 from floe.types import duckdb_type, parse_column_type
-from services.access import Check, function_name, resolve_function
+from services.access import Check, function_name, own_name, resolve_function
 from services.functions import ALLOWED_NAMES, unknown_function
 
 UDF_PREFIX = "__floe_ef_"
@@ -172,7 +172,7 @@ def resolve_call(
         typed = [_cast_type(a) for a in args]
         fitting = [fn for fn in fitting if _matches(typed, fn.args)]
         if len(fitting) > 1 and any(t is None for t in typed):
-            overloads = ", ".join(sorted(fn.name.split(".")[-1] for fn in fitting))
+            overloads = ", ".join(sorted(own_name("FUNCTION", fn.name) for fn in fitting))
             raise CompilationError(
                 f"Ambiguous call of {short}: {overloads} all take {len(args)} argument(s); cast the "
                 "arguments to the types of the one you mean, e.g. f(x::NUMBER)",
@@ -183,7 +183,7 @@ def resolve_call(
         kinds = ", ".join(_cast_type(a) or "?" for a in args)
         raise CompilationError(
             f"Invalid argument types for function '{short}': ({kinds}); it takes "
-            + " or ".join(sorted(fn.name.split(".")[-1] for fn in usable)),
+            + " or ".join(sorted(own_name("FUNCTION", fn.name) for fn in usable)),
             code="001044",
             sql_state="42P13",
         )

@@ -48,6 +48,8 @@ from floe.catalog.access import (
     ShowRoles,
     ShowUsers,
 )
+from floe.catalog.models import future_container, granted_name
+from floe.catalog.names import inside, join_parts, quote_part, split_parts, within
 from floe.errors import CompilationError, ObjectNotFound, PermissionDenied, SqlError
 from floe.keypair import InvalidKey, fingerprint, load_public_key, public_key_body
 from floe.patterns import like_matcher
@@ -233,16 +235,19 @@ class GrantStatements:
         """Remove every grant and future grant on objects and containers named ``prefix``... (a
         dropped database or schema)."""
         for role in list(self.catalog.all(Role).values()):
-            grants = {k: v for k, v in role.grants.items() if not _under(k.split(" ", 1)[1], prefix)}
-            future = {k: v for k, v in role.future.items() if not _under(k.rsplit(" ", 1)[1], prefix)}
+            grants = {k: v for k, v in role.grants.items() if not _under(k, _granted(k), prefix)}
+            future = {k: v for k, v in role.future.items() if not _under(k, future_container(k), prefix)}
             if grants != role.grants or future != role.future:
                 self.catalog.put(role.model_copy(update={"grants": grants, "future": future}))
 
     def apply_future(self, kind: str, name: str) -> None:
         """Give a new object the future grants of its schema (or, when its schema has none for the
         kind, of its database), as Snowflake does."""
-        database, schema = name.split(".")[:2]
-        keys = (future_key(kind, "SCHEMA", f"{database}.{schema}"), future_key(kind, "DATABASE", database))
+        database, schema = split_parts(_without_signature(kind, name))[:2]
+        keys = (
+            future_key(kind, "SCHEMA", join_parts(database, schema)),
+            future_key(kind, "DATABASE", quote_part(database)),
+        )
         roles = list(self.catalog.all(Role).values())
         for key in keys:
             holders = [r for r in roles if key in r.future]
@@ -302,7 +307,11 @@ class GrantStatements:
 
     def _bulk_objects(self, on: Bulk) -> list[CatalogObject]:
         (model,) = MODELS[on.kind]  # tables, stages, pipes and functions: one model each
-        return [o for name, o in sorted(self.catalog.all(model).items()) if _under(name, on.container)]
+        return [
+            o
+            for name, o in sorted(self.catalog.all(model).items())
+            if inside(_without_signature(on.kind, name), on.container)
+        ]
 
     # ------------------------------------------------------------------------------------ users
 
@@ -722,6 +731,23 @@ def _rank(kind: str, privilege: str) -> int:
     return order.index(privilege) if privilege in order else len(order)
 
 
-def _under(name: str, prefix: str) -> bool:
-    """Whether ``name`` is ``prefix`` or lies inside it (a database's schemas, a schema's tables)."""
-    return name == prefix or name.startswith(prefix + ".")
+def _under(key: str, name: str, container: str) -> bool:
+    """Whether the grant or future grant ``key`` on ``name`` (a function's without its types) is on
+    ``container`` or on something inside it (a
+    database's schemas, a schema's tables), compared part by part (decision 109). Account and
+    role grants, and integrations' (one name, no container), are never under a database."""
+    kind = key.split(" ", 1)[0]
+    if not name or kind in ("ACCOUNT", "ROLE", "USER", "INTEGRATION"):
+        return False
+    return within(name, container)
+
+
+def _granted(key: str) -> str:
+    """The name a grant key is on, a function's without its argument types."""
+    return _without_signature(key.split(" ", 1)[0], granted_name(key))
+
+
+def _without_signature(kind: str, name: str) -> str:
+    """A function's key without its argument types (``DB.S.F(NUMBER)`` is ``DB.S.F``); any other
+    name as it is. The types never hold a parenthesis; a quoted name before them may."""
+    return name[: name.rindex("(")] if kind == "FUNCTION" else name

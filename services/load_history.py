@@ -22,6 +22,7 @@ import pyarrow as pa
 from floe.aws import AWS_ERRORS
 from floe.aws import client as aws_client
 from floe.catalog import Catalog, Pipe, Stage, Table
+from floe.catalog.names import join_parts, split_parts
 from floe.errors import CompilationError, ObjectNotFound, PermissionDenied
 from floe.history import (
     COPY_HISTORY_STATUS,
@@ -148,8 +149,8 @@ def _number(text: str | None) -> int | None:
 
 def copy_history_row(state: FileState, table: Table, pipe: Pipe) -> dict[str, Any]:
     """One COPY_HISTORY row of a file state."""
-    tdb, tschema, tname = table.name.split(".")
-    pdb, pschema, pname = pipe.name.split(".")
+    tdb, tschema, tname = split_parts(table.name)
+    pdb, pschema, pname = split_parts(pipe.name)
     return {
         "FILE_NAME": state.path,
         "STAGE_LOCATION": state.stage_location,
@@ -177,8 +178,8 @@ def copy_history_row(state: FileState, table: Table, pipe: Pipe) -> dict[str, An
 def skip_row(skip: SkipRecord, table: Table, pipe: Pipe) -> dict[str, Any]:
     """The "Load skipped" COPY_HISTORY row of a skip record: nothing parsed, nothing loaded, and
     why in FIRST_ERROR_MESSAGE (its error count stays 0: the file was not read)."""
-    tdb, tschema, tname = table.name.split(".")
-    pdb, pschema, pname = pipe.name.split(".")
+    tdb, tschema, tname = split_parts(table.name)
+    pdb, pschema, pname = split_parts(pipe.name)
     when = iso_utc(skip.loaded_ms) if skip.loaded_ms is not None else "an earlier load"
     return {
         "FILE_NAME": skip.path,
@@ -313,7 +314,7 @@ class LoadHistory:
         since = now - HISTORY_DAYS * DAY_MS
         rows: list[dict[str, Any]] = []
         for table in self.catalog.all(Table).values():
-            if table.name.split(".")[0] != database:
+            if split_parts(table.name)[0] != database:
                 continue
             try:
                 pipes = self.monitored(table.name, check)
@@ -334,7 +335,7 @@ class LoadHistory:
         return pa.Table.from_pylist(out, schema=COPY_HISTORY_VIEW_SCHEMA)
 
     def _table_id(self, row: dict[str, Any]) -> str | None:
-        name = ".".join((row["TABLE_CATALOG_NAME"], row["TABLE_SCHEMA_NAME"], row["TABLE_NAME"]))
+        name = join_parts(row["TABLE_CATALOG_NAME"], row["TABLE_SCHEMA_NAME"], row["TABLE_NAME"])
         table = self.catalog.find(Table, name)
         return table.id if table is not None else None
 

@@ -27,6 +27,7 @@ from sqlglot.tokenizer_core import TokenType
 
 from floe.catalog import Pipe
 from floe.catalog.ddl import CreatePipe
+from floe.catalog.names import split_parts
 from floe.errors import CompilationError, SqlError
 from floe.history import iso_utc
 
@@ -53,7 +54,7 @@ def transferred(pipe: Pipe) -> bool:
 
 
 def _short(pipe: Pipe) -> str:
-    return pipe.name.split(".")[-1]
+    return split_parts(pipe.name)[-1]
 
 
 def resume_refusal(pipe: Pipe, now_ms: int, retention_ms: int, overrides: frozenset[str]) -> SqlError | None:

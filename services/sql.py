@@ -77,6 +77,7 @@ from floe.catalog.ddl import (
 from floe.catalog.internal import new_stage_url, stage_kind
 from floe.catalog.locations import refusal
 from floe.catalog.models import new_id
+from floe.catalog.names import inside, join_parts, quote_part, split_parts
 from floe.catalog.pipe_state import pipe_stopped
 from floe.catalog.schema import TableStore, apply_change, describe_table
 from floe.channels import ChannelStore
@@ -222,8 +223,8 @@ REFRESH_WINDOW = LISTING_WINDOW
 default and its limit). Older files load with a bulk COPY in Snowflake; Floe has none."""
 
 
-def _parts(name: str) -> list[str]:
-    return name.split(".")
+def _parts(name: str) -> tuple[str, ...]:
+    return split_parts(name)
 
 
 class SqlExecutor:
@@ -258,15 +259,15 @@ class SqlExecutor:
         schemas were objects, so an older catalog keeps working (those belong to ACCOUNTADMIN)."""
         default_db, default_schema = (
             self.defaults.database,
-            f"{self.defaults.database}.{self.defaults.schema}",
+            join_parts(self.defaults.database, self.defaults.schema),
         )
-        databases = {default_db: SYSADMIN}
+        databases = {quote_part(default_db): SYSADMIN}
         schemas = {default_schema: SYSADMIN}
         placed: list[str] = [*self.catalog.all(Table), *self.catalog.all(Stage), *self.catalog.all(Pipe)]
         for name in placed:
             db, schema = _parts(name)[:2]
-            databases.setdefault(db, ADMIN_ROLE)
-            schemas.setdefault(f"{db}.{schema}", ADMIN_ROLE)
+            databases.setdefault(quote_part(db), ADMIN_ROLE)
+            schemas.setdefault(join_parts(db, schema), ADMIN_ROLE)
         for db, owner in databases.items():
             if self.catalog.find(Database, db) is None:
                 self.catalog.put(Database(name=db, owner=owner, created_ms=now_ms()))
@@ -459,11 +460,11 @@ class SqlExecutor:
         when = now_ms()
         self.catalog.put(Database(name=s.name, owner=owner, created_ms=when, comment=s.comment))
         # Snowflake gives every new database a PUBLIC schema, owned by the database's owner.
-        self.catalog.put(Schema(name=f"{s.name}.PUBLIC", owner=owner, created_ms=when))
+        self.catalog.put(Schema(name=join_parts(*_parts(s.name), "PUBLIC"), owner=owner, created_ms=when))
         return status(f"Database {s.name} successfully created.")
 
     def _create_schema(self, s: CreateSchema, principal: Principal) -> Result:
-        database = _parts(s.name)[0]
+        database = quote_part(_parts(s.name)[0])
         self._replacing(principal, "SCHEMA", s.name, s)
         self._authorize(
             principal, Need("DATABASE", database, ("USAGE",)), Need("DATABASE", database, ("CREATE SCHEMA",))
@@ -480,10 +481,10 @@ class SqlExecutor:
 
     def _drop_namespace(self, kind: str, name: str) -> None:
         """Drop a database or schema and everything in it (Snowflake's DROP ... CASCADE)."""
-        for pipe in [p for n, p in self.catalog.all(Pipe).items() if _inside(n, name)]:
+        for pipe in [p for n, p in self.catalog.all(Pipe).items() if inside(n, name)]:
             self._remove_pipe(pipe)
         for model in (Stage, Table, ExternalFunction) + ((Schema,) if kind == "DATABASE" else ()):
-            for obj_name, obj in [(n, o) for n, o in self.catalog.all(model).items() if _inside(n, name)]:
+            for obj_name, obj in [(n, o) for n, o in self.catalog.all(model).items() if inside(n, name)]:
                 self.catalog.delete(model, obj_name)
                 self.stage_files.dropped(obj)  # an internal stage's files, a table's stage's
         self.catalog.delete(Database if kind == "DATABASE" else Schema, name)
@@ -749,7 +750,7 @@ class SqlExecutor:
     def _create_function(self, s: CreateExternalFunction, principal: Principal) -> Result:
         name = s.signature
         self._replacing(principal, "FUNCTION", name, s)
-        self._creating(principal, "FUNCTION", f"{s.name.database}.{s.name.schema}")
+        self._creating(principal, "FUNCTION", s.name.schema_key)
         old, done = self._existing(principal, "FUNCTION", name, s)
         if done is not None:
             return done
@@ -807,7 +808,7 @@ class SqlExecutor:
     def _create_stage(self, s: CreateStage, principal: Principal) -> Result:
         name = str(s.name)
         self._replacing(principal, "STAGE", name, s)
-        self._creating(principal, "STAGE", f"{s.name.database}.{s.name.schema}")
+        self._creating(principal, "STAGE", s.name.schema_key)
         old, done = self._existing(principal, "STAGE", name, s)
         if done is not None:
             return done
@@ -885,7 +886,7 @@ class SqlExecutor:
     def _create_file_format(self, s: CreateFileFormat, principal: Principal) -> Result:
         name = str(s.name)
         self._replacing(principal, "FILE_FORMAT", name, s)
-        self._creating(principal, "FILE FORMAT", f"{s.name.database}.{s.name.schema}")
+        self._creating(principal, "FILE FORMAT", s.name.schema_key)
         old, done = self._existing(principal, "FILE_FORMAT", name, s)
         if done is not None:
             return done
@@ -906,7 +907,7 @@ class SqlExecutor:
         fmt = self.catalog.get(NamedFileFormat, name)
         if s.rename_to is not None:
             new = str(s.rename_to)
-            self._creating(principal, "FILE FORMAT", f"{s.rename_to.database}.{s.rename_to.schema}")
+            self._creating(principal, "FILE FORMAT", s.rename_to.schema_key)
             if find(self.catalog, "FILE_FORMAT", new) is not None:
                 raise already_exists(new)
             self.catalog.put(fmt.model_copy(update={"name": new}))
@@ -922,7 +923,7 @@ class SqlExecutor:
     def _create_table(self, s: CreateTable, principal: Principal) -> Result:
         name = str(s.name)
         self._replacing(principal, "TABLE", name, s)
-        self._creating(principal, "TABLE", f"{s.name.database}.{s.name.schema}")
+        self._creating(principal, "TABLE", s.name.schema_key)
         old, done = self._existing(principal, "TABLE", name, s)
         if done is not None:
             return done
@@ -986,7 +987,7 @@ class SqlExecutor:
         if s.alter and isinstance(existing := find(self.catalog, "PIPE", name), Pipe):
             return self._create_or_alter_pipe(s, existing, principal)
         self._replacing(principal, "PIPE", name, s)
-        self._creating(principal, "PIPE", f"{s.name.database}.{s.name.schema}")
+        self._creating(principal, "PIPE", s.name.schema_key)
         # The pipe loads with its owner's rights: it must be able to read the stage and write the table.
         needs = [Need("TABLE", str(s.table), ("INSERT",))]
         if s.stage is not None:
@@ -1192,7 +1193,7 @@ class SqlExecutor:
             o
             for model in models
             for n, o in self.catalog.all(model).items()
-            if visible(self.catalog, roles, s.kind, n) and (s.in_name is None or _inside(n, s.in_name))
+            if visible(self.catalog, roles, s.kind, n) and (not s.in_name or inside(n, s.in_name))
         ]
         rows = [self._row(s.kind, o) for o in objects]
         rows = like(rows, s.like)
@@ -1216,7 +1217,7 @@ class SqlExecutor:
                 pipe.copy_spec.table if s.in_kind == "TABLE" else pipe.name
             ):
                 continue
-            if s.in_kind in ("DATABASE", "SCHEMA") and s.in_name and not _inside(pipe.name, s.in_name):
+            if s.in_kind in ("DATABASE", "SCHEMA") and s.in_name and not inside(pipe.name, s.in_name):
                 continue
             rows += self._channel_rows(pipe, now)
         rows = like(rows, s.like)
@@ -1702,11 +1703,6 @@ def _function_row(fn: ExternalFunction) -> dict[str, Any]:
         "is_external_function": "Y",
         "language": "EXTERNAL",
     }
-
-
-def _inside(name: str, container: str) -> bool:
-    """Whether ``name`` lies inside the database or schema ``container``."""
-    return name.startswith(container + ".")
 
 
 def _execution_state(catalog: Catalog, pipe: Pipe) -> str:

@@ -19,7 +19,18 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from floe.catalog.models import PRIVILEGES, Column, function_signature
-from floe.catalog.names import IDENT, QNAME, Defaults, Name, check_identifier, qualify
+from floe.catalog.names import (
+    IDENT,
+    QNAME,
+    Defaults,
+    Name,
+    check_identifier,
+    identifiers,
+    join_parts,
+    qualify,
+    quote_part,
+    unquote,
+)
 from floe.errors import CompilationError
 from floe.types import parse_column_type
 
@@ -420,6 +431,10 @@ class Scanner:
             return self.schema(defaults)
         if kind in _THREE_PARTS:
             return str(self.qualified(kind.lower().replace("_", " "), defaults))
+        if kind == "DATABASE":
+            # A database's key is its name as a key spells it: "PROD.S" quoted, so that it never
+            # reads as schema S of database PROD (decision 109).
+            return quote_part(self.ident("database"))
         return self.ident(kind.lower())
 
     def string(self, expected: str) -> str:
@@ -451,19 +466,19 @@ class Scanner:
 def qualify_schema(text: str, defaults: Defaults) -> str:
     """A schema name as DB.SCHEMA: quoted parts as written, bare ones upper-cased, the database
     from ``defaults`` when only the schema is named."""
-    parts = [p[1:-1] if p.startswith('"') else p.upper() for p in re.findall(IDENT, text)]
+    parts = identifiers(text)
     if not 1 <= len(parts) <= 2:
         raise CompilationError(
             f"invalid schema name '{text}'; name a schema as <schema> or <database>.<schema>"
         )
     if len(parts) == 1:
         parts.insert(0, defaults.database)
-    return ".".join(check_identifier(p) for p in parts)
+    return join_parts(*(check_identifier(p) for p in parts))
 
 
 def _ident(token: str) -> str:
     """An identifier: upper-cased unless double-quoted."""
-    return check_identifier(token[1:-1] if token.startswith('"') else token.upper())
+    return check_identifier(unquote(token))
 
 
 def _string(token: str) -> str:

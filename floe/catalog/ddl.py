@@ -37,7 +37,7 @@ from floe.catalog.models import (
     function_signature,
     split_s3_url,
 )
-from floe.catalog.names import QNAME, check_identifier
+from floe.catalog.names import QNAME, check_identifier, join_parts, quote_part
 
 # Callers import these from here, as they did before the names had a module of their own.
 from floe.catalog.names import Defaults as Defaults
@@ -1452,7 +1452,11 @@ def _show_scope(sc: Scanner, in_kind: str, defaults: Defaults) -> str:
     if in_kind == "ACCOUNT":
         return ""
     if sc.at_end():
-        return defaults.database if in_kind == "DATABASE" else f"{defaults.database}.{defaults.schema}"
+        return (
+            quote_part(defaults.database)
+            if in_kind == "DATABASE"
+            else join_parts(defaults.database, defaults.schema)
+        )
     return sc.object_name(in_kind, defaults)
 
 

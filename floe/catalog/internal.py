@@ -11,6 +11,7 @@ and read like any other; what tells the two apart is the bucket (``is_internal``
 from __future__ import annotations
 
 from floe.catalog.models import Stage, Table, new_id, split_s3_url
+from floe.catalog.names import join_parts, split_parts
 from floe.settings import Settings
 
 NAMED_PREFIX = "stages/"
@@ -38,8 +39,8 @@ def is_internal(url: str, settings: Settings) -> bool:
 
 def table_stage_name(table: str) -> str:
     """How a pipe records a table stage as its COPY's stage: ``DB.S.%T`` for table ``DB.S.T``."""
-    db, schema, name = table.split(".", 2)
-    return f"{db}.{schema}.{TABLE_STAGE_MARK}{name}"
+    db, schema, name = split_parts(table)
+    return join_parts(db, schema, f"{TABLE_STAGE_MARK}{name}")
 
 
 def stage_kind(stage: Stage) -> str:

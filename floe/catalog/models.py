@@ -589,6 +589,17 @@ def future_key(kind: str, container_kind: str, container: str) -> str:
     return f"{kind} IN {container_kind} {container}"
 
 
+def granted_name(key: str) -> str:
+    """The object's name in a ``grant_key``: everything after the kind, which holds no blank (a
+    name may, quoted)."""
+    return key.split(" ", 1)[1]
+
+
+def future_container(key: str) -> str:
+    """The container's name in a ``future_key``: after the kind, IN and the container's kind."""
+    return key.split(" ", 3)[3]
+
+
 class Role(CatalogObject):
     """A role; ``name`` is upper-case and unqualified."""
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from floe.catalog.internal import TABLE_PREFIX, TABLE_STAGE_MARK
 from floe.catalog.models import Pipe, Stage, Table, split_s3_url
+from floe.catalog.names import join_parts, split_parts
 from floe.catalog.store import Catalog
 
 STOPPED_MISSING_TABLE = "STOPPED_MISSING_TABLE"
@@ -62,9 +63,9 @@ def pipe_stopped(catalog: Catalog, pipe: Pipe) -> Stopped | None:
         )
     if pipe.source != "stage":
         return None  # a streaming pipe reads channels, not a stage
-    *container, last = spec.stage.split(".")
+    *container, last = split_parts(spec.stage)
     if last.startswith(TABLE_STAGE_MARK):
-        return _table_stage(catalog, pipe, ".".join([*container, last[len(TABLE_STAGE_MARK) :]]))
+        return _table_stage(catalog, pipe, join_parts(*container, last[len(TABLE_STAGE_MARK) :]))
     return _named_stage(pipe, catalog.find(Stage, spec.stage))
 
 

@@ -36,6 +36,7 @@ from floe.catalog.models import (
     Table,
     grant_key,
 )
+from floe.catalog.names import split_parts
 from floe.catalog.store import KINDS, Catalog, role_closure
 from floe.errors import CompilationError, FloeError
 from floe.keys import Keys, RedisClient, one_slot
@@ -64,7 +65,7 @@ class TableChanged(FloeError):
 
 def short_name(table: Table) -> str:
     """The table's own name, as messages say it."""
-    return table.name.split(".")[-1]
+    return split_parts(table.name)[-1]
 
 
 def _find(table: Table, name: str) -> Column | None:

@@ -18,6 +18,7 @@ from sqlglot.errors import SqlglotError
 
 from floe.catalog.ddl import PARSE_HEADER_ONLY
 from floe.catalog.models import Column, CopySpec, ExternalFunction, FileFormat, Table
+from floe.catalog.names import split_parts
 from floe.errors import CompilationError, FileLoadError
 from floe.types import arrow_schema
 from pipeline.formats import COLUMNAR_FORMATS, check_csv_options
@@ -148,7 +149,7 @@ class _Planner:
         self.calls: list[ExternalCall] = []
         self.table = table
         self.kind = kind
-        self.short = table.name.split(".")[-1].upper()
+        self.short = split_parts(table.name)[-1].upper()
         self.ordinals = {c.name: i + 1 for i, c in enumerate(table.columns)}
         self.targets = _resolve_targets(copy, table)
         if copy.select is not None and len(copy.select) != len(self.targets):

@@ -33,6 +33,7 @@ from floe.catalog import Catalog, Pipe, Table
 from floe.catalog.ddl import Defaults, qualify
 from floe.keys import Keys
 from floe.settings import Settings
+from pipeline.loader import table_prefix
 from tests.conftest import Stack, wait_until
 from tests.e2e.test_autoingest import history
 
@@ -121,8 +122,7 @@ def scan_table(settings: Settings, table_name: str, row: Callable[[dict[str, Any
         table = catalog.get(Table, qualified)
         for pipe_id in catalog.segments(table):
             scan.committed.extend(k.decode() for k in cast(list[bytes], client.hkeys(keys.blobs(pipe_id))))
-    db, schema, name = table.name.split(".")
-    prefix = f"{db}/{schema}/{name}/{table.id}/"
+    prefix = table_prefix(table)
     bucket = settings.pipeline.tables_bucket
     stored: set[str] = set()
     for page in (
@@ -150,8 +150,7 @@ def incarnation_prefix(settings: Settings, table_name: str, pipe_name: str) -> s
         catalog = Catalog(client, keys)
         table = catalog.get(Table, str(qualify(table_name, defaults)))
         pipe = catalog.get(Pipe, str(qualify(pipe_name, defaults)))
-    db, schema, name = table.name.split(".")
-    return f"{db}/{schema}/{name}/{table.id}/{pipe.id}/"
+    return f"{table_prefix(table)}{pipe.id}/"
 
 
 def queue_depths(settings: Settings) -> dict[str, int]:
