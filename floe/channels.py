@@ -12,6 +12,11 @@ the registrar's commit are one Lua script over one slot:
 - Fencing is decided at commit: the registrar adds an append's rows to the table only when the
   channel still has the append's incarnation and client sequencer. A reopen therefore returns at
   once, and rows the old writer had buffered are never committed after it.
+- What may wait is bounded by the ledger of floe.channel_quotas, per channel, pipe, table and user:
+  an append and a new channel are counted there before they are written, and stay counted until
+  their keys are gone, whatever opens and drops happen meanwhile. The channel hash's ``pending``
+  and ``pending_bytes`` are its current writer's appends (``fail_on_uncommitted_rows``), which a
+  reopen resets; they bound nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from floe.channel_quotas import NO_LIMITS, FullError, Ledger, Limits, Room, Writer, holders
 from floe.keys import Keys, RedisClient, one_slot
 from floe.records import RowAppend
 from floe.streaming.protocol import ChannelStatus, Code, ContinuationToken
@@ -52,28 +58,28 @@ return {redis.call('HGET', h, 'incarnation'), cseq, redis.call('HGET', h, 'rseq'
 
 # KEYS: 1 channel hash, 2 rows stream, 3 row data key, 4 channels zset.
 # ARGV: 1 name, 2 incarnation, 3 cseq, 4 rseq (the token's), 5 request id, 6 rows (NDJSON),
-# 7 row count, 8 and 9 start and end offset tokens as JSON (null when not given), 10 now ms,
-# 11 max pending bytes.
-# Returns {'OK', next rseq} (a retry of the last append answers its own result) or {'ERR', code}.
+# 7 row count, 8 and 9 start and end offset tokens as JSON (null when not given), 10 now ms.
+# Returns {'OK', next rseq, 1} stored, {'OK', next rseq, 0} a retry of the last append (answered
+# with its own result, nothing stored), or {'ERR', code}. The bounds on what may wait are the
+# ledger's (floe.channel_quotas), which counted the append before this runs.
 _APPEND = f"""
 local h = KEYS[1]
-local st = redis.call('HMGET', h, 'incarnation', 'cseq', 'rseq', 'last_request_id', 'pending_bytes')
+local st = redis.call('HMGET', h, 'incarnation', 'cseq', 'rseq', 'last_request_id')
 if not st[1] then return {{'ERR', 'NO_CHANNEL'}} end
 if st[1] ~= ARGV[2] then return {{'ERR', 'REOPEN'}} end
 if st[2] ~= ARGV[3] then return {{'ERR', 'STALE'}} end
 local rseq = tonumber(st[3])
 local given = tonumber(ARGV[4])
-if ARGV[5] ~= '' and st[4] == ARGV[5] and given == rseq - 1 then return {{'OK', rseq}} end
+if ARGV[5] ~= '' and st[4] == ARGV[5] and given == rseq - 1 then return {{'OK', rseq, 0}} end
 if given ~= rseq then return {{'ERR', 'ROW_SEQ'}} end
 local size = string.len(ARGV[6])
-if tonumber(st[5]) > 0 and tonumber(st[5]) + size > tonumber(ARGV[11]) then return {{'ERR', 'FULL'}} end
 redis.call('SET', KEYS[3], ARGV[6])
 redis.call('XADD', KEYS[2], '*', {RowAppend.lua_stream_fields()})
 redis.call('HSET', h, 'rseq', rseq + 1, 'last_request_id', ARGV[5], 'active_ms', ARGV[10])
 redis.call('HINCRBY', h, 'pending', 1)
 redis.call('HINCRBY', h, 'pending_bytes', size)
 redis.call('ZADD', KEYS[4], ARGV[10], ARGV[1])
-return {{'OK', rseq + 1}}
+return {{'OK', rseq + 1, 1}}
 """
 
 # KEYS: 1 channel hash, 2 channels zset. ARGV: 1 name, 2 '1' to fail on uncommitted rows.
@@ -113,11 +119,6 @@ _ERRORS: dict[str, tuple[int, str, str]] = {
         Code.CHANNEL_HAS_UNCOMMITTED_DATA,
         "Channel '{channel}' has appended rows that are not committed yet (fail_on_uncommitted_rows = true).",
     ),
-    "FULL": (
-        429,
-        Code.RATE_LIMITED,
-        "Channel '{channel}' has {limit} bytes appended and not yet committed; retry once they commit.",
-    ),
 }
 
 
@@ -131,10 +132,14 @@ class ChannelError(Exception):
         super().__init__(f"{code}: {message}")
 
 
-def _refusal(reason: bytes | str, channel: str, limit: int = 0) -> ChannelError:
+def _refusal(reason: bytes | str, channel: str) -> ChannelError:
     key = reason.decode() if isinstance(reason, bytes) else reason
     status, code, text = _ERRORS[key]
-    return ChannelError(status, code, text.format(channel=channel, limit=limit))
+    return ChannelError(status, code, text.format(channel=channel))
+
+
+def _full(exc: FullError) -> ChannelError:
+    return ChannelError(exc.full.status, exc.full.code, exc.full.message)
 
 
 @dataclass(frozen=True)
@@ -143,6 +148,10 @@ class Opened:
 
     token: ContinuationToken
     status: ChannelStatus
+
+
+NO_WRITER = Writer()
+"""An append or a channel counted against its channel and pipe only."""
 
 
 @dataclass(frozen=True)
@@ -156,23 +165,49 @@ class PipeRef:
 
 
 class ChannelStore:
-    """The channel steps of the API, over one Redis client."""
+    """The channel steps of the API, over one Redis client.
 
-    def __init__(self, client: RedisClient, keys: Keys, max_pending_bytes: int) -> None:
+    ``max_pending_bytes`` bounds what one channel may hold; ``limits`` adds the other bounds
+    (pipes, tables, users: floe.channel_quotas), which count only appends and channels given a
+    ``Writer``.
+    """
+
+    def __init__(
+        self, client: RedisClient, keys: Keys, max_pending_bytes: int, limits: Limits | None = None
+    ) -> None:
         self._r = client
         self._keys = keys
-        self._max_pending = max_pending_bytes
+        base = limits or NO_LIMITS
+        self.ledger = Ledger(
+            client, keys, Limits({**base.bytes, "channel": max_pending_bytes}, base.rows, base.channels)
+        )
         self._open = client.register_script(_OPEN)
         self._append = client.register_script(_APPEND)
         self._drop = client.register_script(_DROP)
 
     def open(
-        self, ref: PipeRef, channel: str, now_ms: int, offset_token: str | None, fail_on_uncommitted: bool
+        self,
+        ref: PipeRef,
+        channel: str,
+        now_ms: int,
+        offset_token: str | None,
+        fail_on_uncommitted: bool,
+        writer: Writer = NO_WRITER,
     ) -> Opened:
-        """Create the channel or reopen it: a new client sequencer, which fences the old writer."""
+        """Create the channel or reopen it: a new client sequencer, which fences the old writer.
+        A new channel counts against its pipe's, table's and writer's bounds on channels."""
         k = self._keys
         keys = [k.channel(ref.pipe_id, channel), k.channels(ref.pipe_id)]
         one_slot(keys, "channel open script")
+        try:
+            self.ledger.reserve_channel(
+                keys[0],
+                holders(ref.pipe_id, _pipe_name(ref), writer, None),
+                bool(self._r.exists(keys[0])),
+                now_ms,
+            )
+        except FullError as exc:
+            raise _full(exc) from None
         out = cast(
             list[Any],
             self._open(
@@ -193,6 +228,24 @@ class ChannelStore:
         status = self.statuses(ref, [channel])[channel]
         return Opened(token, status)
 
+    def room(self, ref: PipeRef, channel: str, token: ContinuationToken, writer: Writer, now_ms: int) -> Room:
+        """What the channel's append with ``token`` may bring before a bound refuses it; a
+        ChannelError when a bound has no room even for the smallest append (checked before a body
+        is decompressed)."""
+        try:
+            return self.ledger.room(
+                self._data_key(ref, channel, token),
+                holders(ref.pipe_id, _pipe_name(ref), writer, channel),
+                now_ms,
+            )
+        except FullError as exc:
+            raise _full(exc) from None
+
+    def _data_key(self, ref: PipeRef, channel: str, token: ContinuationToken) -> str:
+        return self._keys.row_data(
+            ref.pipe_id, channel, token.incarnation, token.client_sequencer, token.row_sequencer
+        )
+
     def append(
         self,
         ref: PipeRef,
@@ -204,39 +257,55 @@ class ChannelStore:
         start: str | None,
         end: str | None,
         now_ms: int,
+        writer: Writer = NO_WRITER,
     ) -> ContinuationToken:
-        """Store one append durably and queue it for the pipeline; the next continuation token."""
+        """Store one append durably and queue it for the pipeline; the next continuation token.
+
+        The append is counted against its channel's, pipe's, table's and writer's bounds first (a
+        ChannelError when one refuses it), and uncounted again if it is not stored after all."""
         k = self._keys
-        data_key = k.row_data(
-            ref.pipe_id, channel, token.incarnation, token.client_sequencer, token.row_sequencer
-        )
+        data_key = self._data_key(ref, channel, token)
         keys = [k.channel(ref.pipe_id, channel), k.rows(ref.pipe_id), data_key, k.channels(ref.pipe_id)]
         one_slot(keys, "channel append script")
-        out = cast(
-            list[Any],
-            self._append(
-                keys=keys,
-                args=[
-                    channel,
-                    token.incarnation,
-                    token.client_sequencer,
-                    token.row_sequencer,
-                    request_id,
-                    rows,
-                    count,
-                    json.dumps(start),
-                    json.dumps(end),
-                    now_ms,
-                    self._max_pending,
-                ],
-            ),
-        )
+        where = holders(ref.pipe_id, _pipe_name(ref), writer, channel)
+        try:
+            counted = self.ledger.reserve_append(data_key, len(rows), count, where, now_ms)
+        except FullError as exc:
+            raise _full(exc) from None
+        stored = False
+        try:
+            out = cast(
+                list[Any],
+                self._append(
+                    keys=keys,
+                    args=[
+                        channel,
+                        token.incarnation,
+                        token.client_sequencer,
+                        token.row_sequencer,
+                        request_id,
+                        rows,
+                        count,
+                        json.dumps(start),
+                        json.dumps(end),
+                        now_ms,
+                    ],
+                ),
+            )
+            stored = out[0] == b"OK" and out[2] == 1
+        finally:
+            # Counted for this call but not stored by it (refused, a retry's answer, or Redis failed
+            # midway): nothing of it waits, so it must not count. An entry left by a crash right
+            # here is found gone by the ledger's reconciling.
+            if counted and not stored:
+                self.ledger.release([data_key])
         if out[0] == b"ERR":
-            raise _refusal(out[1], channel, self._max_pending)
+            raise _refusal(out[1], channel)
         return ContinuationToken(token.incarnation, token.client_sequencer, int(out[1]))
 
     def drop(self, ref: PipeRef, channel: str, fail_on_uncommitted: bool) -> bool:
-        """Forget the channel and its offsets; False when there was none."""
+        """Forget the channel and its offsets; False when there was none. Its appends still waiting
+        keep counting until the pipeline settles them (dropped then), as they still take Redis."""
         k = self._keys
         keys = [k.channel(ref.pipe_id, channel), k.channels(ref.pipe_id)]
         one_slot(keys, "channel drop script")
@@ -246,6 +315,8 @@ class ChannelStore:
         )
         if isinstance(out, list):
             raise _refusal(out[1], channel)
+        if out:
+            self.ledger.release([keys[0]])
         return bool(out)
 
     def names(self, pipe_id: str, now_ms: int) -> list[str]:
@@ -276,6 +347,10 @@ class ChannelStore:
     def statuses(self, ref: PipeRef, channels: Sequence[str]) -> dict[str, ChannelStatus]:
         """The status of each named channel that exists (the others are left out)."""
         return {name: _status(ref, name, h) for name, h in self.states(ref.pipe_id, channels).items()}
+
+
+def _pipe_name(ref: PipeRef) -> str:
+    return f"{ref.database}.{ref.schema}.{ref.pipe}" if ref.database else ref.pipe_id
 
 
 def _status(ref: PipeRef, name: str, h: dict[str, str]) -> ChannelStatus:

@@ -126,6 +126,13 @@ class Keys:
         """Glob over every key of one pipe (for DROP PIPE)."""
         return f"{self._pipe(pipe_id)}:*"
 
+    # -- what streaming holds, per channel, pipe, table and user (floe.channel_quotas) ----------
+    def quota(self, part: str) -> str:
+        """The streaming ledger's keys, under one tag of their own: a table's or a user's channels
+        and rows span pipes, so no pipe's tag can hold their counts. ``part`` is ``held``, ``since``,
+        ``totals``, ``reconciled`` or ``cursor``."""
+        return f"{self.prefix}:{{quota}}:{part}"
+
     # -- the notification channel --------------------------------------------------------------
     def notification_channel(self) -> str:
         """Hash of the SQS queue's facts the consumers record (last pull, last message received),
@@ -225,6 +232,8 @@ class RedisPipeline(Protocol):
     def execute(self) -> list[Any]: ...
 
     def get(self, name: str) -> Any: ...
+
+    def exists(self, *names: str) -> Any: ...
 
     def delete(self, *names: str) -> Any: ...
 

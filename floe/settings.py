@@ -385,12 +385,42 @@ class AuthSettings(_Section):
 class StreamingSettings(_Section):
     """Snowpipe Streaming: channels, appends and their limits."""
 
-    max_pending_bytes_per_channel: int = 64 * 1024 * 1024
-    """Bytes a channel may have appended and not yet committed; past it an append gets 429."""
+    # What waits in Redis for the pipeline: each append counts its rows' bytes as stored
+    # (decompressed) plus floe.channel_quotas.APPEND_OVERHEAD_BYTES, and its rows. An append goes in
+    # while every holder it counts against is under its bounds after it, or holds nothing yet (so a
+    # bound below one append never stops a channel); past a bound it gets 429 until the pipeline
+    # commits. Reopening or dropping a channel frees nothing: its rows wait in Redis all the same.
+    max_pending_bytes_per_channel: int = Field(default=64 * 1024 * 1024, gt=0)
+    """Bytes one channel may hold appended and not yet committed."""
+    max_pending_bytes_per_pipe: int = Field(default=256 * 1024 * 1024, gt=0)
+    """Bytes all channels of one pipe may hold appended and not yet committed."""
+    max_pending_bytes_per_table: int = Field(default=256 * 1024 * 1024, gt=0)
+    """Bytes all channels into one table (every streaming pipe of it) may hold not yet committed."""
+    max_pending_bytes_per_user: int = Field(default=128 * 1024 * 1024, gt=0)
+    """Bytes one user's appends, over every channel, pipe and table, may hold not yet committed: what
+    one tenant can make the shared Redis hold."""
+    max_pending_rows_per_pipe: int = Field(default=20_000_000, gt=0)
+    """Rows all channels of one pipe may hold appended and not yet committed."""
+    max_pending_rows_per_table: int = Field(default=20_000_000, gt=0)
+    """Rows all channels into one table may hold appended and not yet committed."""
+    max_pending_rows_per_user: int = Field(default=10_000_000, gt=0)
+    """Rows one user's appends may hold not yet committed (tiny rows cost the job per row)."""
+    max_channels_per_pipe: int = Field(default=2000, gt=0)
+    """Channels one pipe may have (Snowflake's default); opening one more answers 400 until one is
+    dropped or expires. Reopening an existing channel is never refused."""
+    max_channels_per_table: int = Field(default=2000, gt=0)
+    """Channels all streaming pipes of one table may have together."""
+    max_channels_per_user: int = Field(default=2000, gt=0)
+    """Channels one user may have created, over every pipe (a channel counts for its creator)."""
     appends_per_s_per_channel: float = 10.0
     """Appends per second one channel may make (Snowflake's 10 requests/s); past it, 429. 0 disables."""
     appends_burst_per_channel: int = 20
     """Appends one channel may make at once before its rate applies."""
+    appends_per_s_per_user: float = 50.0
+    """Appends per second one user may make over all its channels (per API process); past it, 429.
+    0 disables."""
+    appends_burst_per_user: int = 100
+    """Appends one user may make at once before its rate applies."""
 
 
 class ExternalFunctionSettings(_Section):

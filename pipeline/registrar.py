@@ -18,6 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from floe.channel_quotas import NO_LIMITS, Ledger
 from floe.history import FileState, errors_json
 from floe.keys import Keys, RedisClient, one_slot
 from floe.runtime import log_lines
@@ -260,6 +261,7 @@ class ChannelRegistrar:
         self._keys = keys
         self._ttl = retention_seconds
         self._script = client.register_script(_SETTLE)
+        self._ledger = Ledger(client, keys, NO_LIMITS)
 
     def settle(
         self, pipe_id: str, channels: list[ChannelSettle], query_id: str, batch_id: int, now_ms: int
@@ -297,4 +299,9 @@ class ChannelRegistrar:
         one_slot(keys, "settle script")
         out = cast(list[Any], self._script(keys=keys, args=args))
         outcome = Outcome(int(out[0]))
+        if outcome is not Outcome.RETIRED:
+            # The commit (this one or the earlier attempt) deleted these rows: they no longer count
+            # against their channel's, pipe's, table's and user's bounds. A crash before this line
+            # is repaired by the ledger's reconciling, which finds the keys gone.
+            self._ledger.release([key for c in channels for key in c.data_keys])
         return Settled(outcome, [b.decode() if isinstance(b, bytes) else str(b) for b in out[1:]])

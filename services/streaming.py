@@ -27,14 +27,15 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from floe.catalog import Catalog, CopySpec, FileFormat, Pipe, Table, now_ms
+from floe.channel_quotas import Limits, Room, Writer
 from floe.channels import ChannelError, ChannelStore, PipeRef
 from floe.errors import ObjectNotFound
 from floe.keys import Keys, RedisClient
 from floe.metrics import StreamingAppends, new_registry
 from floe.settings import Settings
 from floe.streaming import protocol as wire
-from floe.streaming.protocol import Code, ContinuationToken
-from floe.streaming.rows import BodyError, decode_body, parse_rows
+from floe.streaming.protocol import MAX_UNCOMPRESSED_BYTES, Code, ContinuationToken
+from floe.streaming.rows import BodyError, BodyTooLarge, RowBatch, TooManyRows, decode_body, parse_rows
 from services.access import Need, authorize
 from services.answers import RestError, Throttled, answer_for
 from services.auth import Authenticator, Identity, Principal, RateLimiter, ScopedTokens
@@ -73,9 +74,11 @@ class StreamingService:
         self.settings = settings
         self.appends = appends or StreamingAppends(new_registry())
         self.catalog = catalog
-        self.channels = ChannelStore(client, keys, settings.streaming.max_pending_bytes_per_channel)
         s = settings.streaming
+        self.channels = ChannelStore(client, keys, s.max_pending_bytes_per_channel, Limits.of(s))
         self.rates = RateLimiter(s.appends_per_s_per_channel, s.appends_burst_per_channel)
+        # A user's appends over all its channels: 24 channel names each passed their own rate.
+        self.user_rates = RateLimiter(s.appends_per_s_per_user, s.appends_burst_per_user)
 
     # ----------------------------------------------------------------------------------- pipes
 
@@ -159,8 +162,8 @@ class StreamingService:
             )
         return [{"name": c.name, "type": c.sql_type, "nullable": c.nullable} for c in table.columns]
 
-    def open(self, pipe: Pipe, channel: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Create or reopen a channel (fencing the old writer)."""
+    def open(self, pipe: Pipe, channel: str, body: dict[str, Any], principal: Principal) -> dict[str, Any]:
+        """Create or reopen a channel (fencing the old writer); a new one counts for ``principal``."""
         token = body.get(wire.OFFSET_TOKEN)
         fail = body.get(wire.FAIL_ON_UNCOMMITTED_ROWS, False)
         if token is not None and not isinstance(token, str):
@@ -169,7 +172,9 @@ class StreamingService:
             raise _bad(f"{wire.FAIL_ON_UNCOMMITTED_ROWS} must be true or false.")
         columns = self.table_columns(pipe)
         try:
-            opened = self.channels.open(self.ref(pipe), channel, now_ms(), token, fail)
+            opened = self.channels.open(
+                self.ref(pipe), channel, now_ms(), token, fail, _writer(pipe, principal)
+            )
         except ChannelError as exc:
             raise streaming_error(exc) from None
         log.info(
@@ -182,12 +187,26 @@ class StreamingService:
         }
 
     def append(
-        self, pipe: Pipe, channel: str, params: dict[str, str], body: bytes, encoding: str | None
+        self,
+        pipe: Pipe,
+        channel: str,
+        params: dict[str, str],
+        body: bytes,
+        encoding: str | None,
+        principal: Principal,
     ) -> dict[str, Any]:
         """Store one append durably; the next continuation token."""
         wait = self.rates.retry_after(f"{pipe.id}/{channel}")
         if wait is not None:
             raise Throttled(f"Channel '{channel}' is over its append rate; retry in {wait:.2f} s.", wait)
+        wait = self.user_rates.retry_after(principal.user)
+        if wait is not None:
+            rate = self.settings.streaming.appends_per_s_per_user
+            raise Throttled(
+                f"User '{principal.user}' is over its append rate over all its channels ({rate:g} per "
+                f"second, FLOE_STREAMING__APPENDS_PER_S_PER_USER); retry in {wait:.2f} s.",
+                wait,
+            )
         raw = params.get(wire.CONTINUATION_TOKEN)
         if not raw:
             raise _bad(
@@ -204,11 +223,12 @@ class StreamingService:
                 f"The body is {len(body)} bytes; an append may send at most {wire.MAX_BODY_BYTES} bytes "
                 "(after Content-Encoding). Split the rows over several appends.",
             )
+        writer = _writer(pipe, principal)
         try:
-            batch = parse_rows(decode_body(body, encoding))
-        except BodyError as exc:
-            raise RestError(exc.status, exc.code, str(exc)) from None
-        try:
+            # Checked before the body is inflated: a holder with no room refuses it at once, one with
+            # little stops inflating and parsing it there (a 3 KB bomb of 32 MB took 1.5 s of CPU).
+            room = self.channels.room(self.ref(pipe), channel, token, writer, now_ms())
+            batch = _rows(body, encoding, room)
             nxt = self.channels.append(
                 self.ref(pipe),
                 channel,
@@ -219,6 +239,7 @@ class StreamingService:
                 params.get(wire.START_OFFSET_TOKEN),
                 params.get(wire.END_OFFSET_TOKEN),
                 now_ms(),
+                writer,
             )
         except ChannelError as exc:
             raise streaming_error(exc) from None
@@ -248,6 +269,29 @@ class StreamingService:
             raise _bad("At most 10,000 channel names per request.")
         statuses = self.channels.statuses(self.ref(pipe), list(dict.fromkeys(names)))
         return {wire.CHANNEL_STATUSES: {n: s.to_json() for n, s in statuses.items()}}
+
+
+def _writer(pipe: Pipe, principal: Principal) -> Writer:
+    """Who a channel's appends and a new channel count against besides the channel and its pipe."""
+    return Writer(pipe.table_id, pipe.copy_spec.table, principal.user)
+
+
+def _rows(body: bytes, encoding: str | None, room: Room) -> RowBatch:
+    """The append's rows, inflated and parsed no further than ``room`` lets them be stored."""
+    try:
+        return parse_rows(
+            decode_body(body, encoding, room.bytes), room.rows if room.rows_full is not None else None
+        )
+    except TooManyRows:
+        assert room.rows_full is not None
+        raise ChannelError(room.rows_full.status, room.rows_full.code, room.rows_full.message) from None
+    except BodyTooLarge as exc:
+        if room.bytes_full is not None and room.bytes < MAX_UNCOMPRESSED_BYTES:
+            full = room.bytes_full
+            raise ChannelError(full.status, full.code, full.message) from None
+        raise RestError(exc.status, exc.code, str(exc)) from None
+    except BodyError as exc:
+        raise RestError(exc.status, exc.code, str(exc)) from None
 
 
 def _where(pipe: Pipe, channel: str) -> dict[str, str]:
@@ -338,8 +382,9 @@ def router(
         body = await request.body()
 
         def work() -> dict[str, Any]:
-            p = service.pipe(caller(request), database, schema, pipe, write=True)
-            return service.open(p, channel, _json_body(body))
+            who = caller(request)
+            p = service.pipe(who, database, schema, pipe, write=True)
+            return service.open(p, channel, _json_body(body), who)
 
         return await answer(request, work)
 
@@ -374,9 +419,10 @@ def router(
         body = await request.body()
 
         def work() -> dict[str, Any]:
-            p = service.pipe(caller(request), database, schema, pipe, write=True)
+            who = caller(request)
+            p = service.pipe(who, database, schema, pipe, write=True)
             encoding = request.headers.get("content-encoding")
-            return service.append(p, channel, dict(request.query_params), body, encoding)
+            return service.append(p, channel, dict(request.query_params), body, encoding, who)
 
         return await answer(request, work)
 

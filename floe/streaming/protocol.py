@@ -101,7 +101,11 @@ class Code:
     PAYLOAD_TOO_LARGE = "ERR_PAYLOAD_TOO_LARGE"
     """413: over MAX_BODY_BYTES as sent, or over MAX_UNCOMPRESSED_BYTES decompressed."""
     RATE_LIMITED = "ERR_CHANNEL_RATE_LIMITED"
-    """429: the channel is over its request rate or its buffered bytes; retry after Retry-After."""
+    """429: the channel or its user is over its request rate, or a channel, pipe, table or user holds
+    its bound of rows not yet committed; retry later."""
+    TOO_MANY_CHANNELS = "ERR_TOO_MANY_CHANNELS"
+    """400 (Floe's): opening a new channel would pass a pipe's, table's or user's bound on channels;
+    drop channels no longer used. Not retried: only a drop or an expiry makes room."""
     UNAUTHORIZED = "ERR_UNAUTHORIZED"
     """401: no credentials, or ones that do not authenticate (the message says which check failed)."""
     FORBIDDEN = "ERR_INSUFFICIENT_PRIVILEGES"

@@ -28,6 +28,7 @@ __all__ = [
     "MalformedBody",
     "MalformedRows",
     "RowBatch",
+    "TooManyRows",
     "decode_body",
     "parse_rows",
 ]
@@ -52,6 +53,10 @@ class BodyTooLarge(BodyError):
 
     code: ClassVar[str] = Code.PAYLOAD_TOO_LARGE
     status: ClassVar[int] = 413
+
+
+class TooManyRows(BodyTooLarge):
+    """The body has more rows than its caller may take (``parse_rows``'s ``max_rows``)."""
 
 
 class MalformedRows(BodyError):
@@ -83,34 +88,38 @@ _ZSTD_MAGIC = 0xFD2FB528
 _ZSTD_MAX_HEADER = 18
 
 
-def decode_body(body: bytes, content_encoding: str | None) -> bytes:
+def decode_body(body: bytes, content_encoding: str | None, limit: int = MAX_UNCOMPRESSED_BYTES) -> bytes:
     """The body with its Content-Encoding undone: none (or ``identity``), ``gzip`` (``x-gzip``) or
     ``zstd``, case-insensitively. Several encodings (a comma list) are refused like unknown ones.
 
     Raises BodyTooLarge when the body is over MAX_BODY_BYTES, or as soon as its decompressed form
-    passes MAX_UNCOMPRESSED_BYTES, and MalformedBody for an unsupported encoding or corrupt,
-    truncated or trailing-garbage compressed data.
+    passes ``limit`` (at most MAX_UNCOMPRESSED_BYTES; the API passes less when what the append may
+    still hold is less, so a body that cannot be stored is not inflated further), and MalformedBody
+    for an unsupported encoding or corrupt, truncated or trailing-garbage compressed data.
     """
     if len(body) > MAX_BODY_BYTES:
         raise BodyTooLarge(f"the body is {len(body)} bytes as sent; at most {MAX_BODY_BYTES} are accepted")
+    limit = min(limit, MAX_UNCOMPRESSED_BYTES)
     encoding = (content_encoding or "").strip().lower()
     if encoding in ("", "identity"):
+        if len(body) > limit:
+            raise _too_large(limit)
         return body
     if encoding in ("gzip", "x-gzip"):
-        return _gunzip(body)
+        return _gunzip(body, limit)
     if encoding == "zstd":
-        return _unzstd(body)
+        return _unzstd(body, limit)
     raise MalformedBody(
         f"Content-Encoding {content_encoding!r} is not supported: send the body as is, or compressed "
         "with one of gzip or zstd"
     )
 
 
-def _too_large() -> BodyTooLarge:
-    return BodyTooLarge(f"the decompressed body is over {MAX_UNCOMPRESSED_BYTES} bytes")
+def _too_large(limit: int) -> BodyTooLarge:
+    return BodyTooLarge(f"the decompressed body is over {limit} bytes")
 
 
-def _gunzip(body: bytes) -> bytes:
+def _gunzip(body: bytes, limit: int) -> bytes:
     """Concatenated gzip members (RFC 1952), each checked against its CRC-32 and length."""
     if not body:
         raise MalformedBody("the gzip body is empty")
@@ -123,20 +132,20 @@ def _gunzip(body: bytes) -> bytes:
             if pos >= len(body):
                 raise MalformedBody("corrupt gzip data: the stream is truncated")
             chunk = view[pos : pos + _GZIP_STEP]
-            budget = MAX_UNCOMPRESSED_BYTES - len(out) + 1
+            budget = limit - len(out) + 1
             try:
                 out += member.decompress(chunk, budget)
             except zlib.error as e:
                 raise MalformedBody(f"corrupt gzip data: {e}") from None
-            if len(out) > MAX_UNCOMPRESSED_BYTES:
-                raise _too_large()
+            if len(out) > limit:
+                raise _too_large(limit)
             # Output under the budget means zlib took the whole chunk (unconsumed_tail is empty);
             # what it did not need after the member's end is the next member's start.
             pos += len(chunk) - len(member.unused_data)
     return bytes(out)
 
 
-def _unzstd(body: bytes) -> bytes:
+def _unzstd(body: bytes, limit: int) -> bytes:
     """Zstandard frames (RFC 8878), skippable ones included, each checked to its end."""
     if not body:
         raise MalformedBody("the zstd body is empty")
@@ -147,7 +156,7 @@ def _unzstd(body: bytes) -> bytes:
     view = memoryview(body)
     pos = 0
     while pos < len(body):  # one frame per turn
-        _check_zstd_frame_size(view[pos : pos + _ZSTD_MAX_HEADER], len(out))
+        _check_zstd_frame_size(view[pos : pos + _ZSTD_MAX_HEADER], len(out), limit)
         # One decompressobj per frame: its eof tells a complete frame from a truncated one, which a
         # stream reader silently accepts.
         frame = dctx.decompressobj()
@@ -159,13 +168,13 @@ def _unzstd(body: bytes) -> bytes:
                 out += frame.decompress(chunk)
             except zstandard.ZstdError as e:
                 raise MalformedBody(f"corrupt zstd data: {e}") from None
-            if len(out) > MAX_UNCOMPRESSED_BYTES:
-                raise _too_large()
+            if len(out) > limit:
+                raise _too_large(limit)
             pos += len(chunk) - len(frame.unused_data)
     return bytes(out)
 
 
-def _check_zstd_frame_size(header: memoryview, decoded: int) -> None:
+def _check_zstd_frame_size(header: memoryview, decoded: int, limit: int) -> None:
     """Refuse at once a frame whose header declares more content than the limit leaves room for."""
     if len(header) < 4 or int.from_bytes(header[:4], "little") != _ZSTD_MAGIC:
         return  # a skippable frame, or garbage that the decompressor reports
@@ -173,8 +182,8 @@ def _check_zstd_frame_size(header: memoryview, decoded: int) -> None:
         size = zstandard.get_frame_parameters(header).content_size
     except zstandard.ZstdError as e:
         raise MalformedBody(f"corrupt zstd data: {e}") from None
-    if size != zstandard.CONTENTSIZE_UNKNOWN and decoded + size > MAX_UNCOMPRESSED_BYTES:
-        raise _too_large()
+    if size != zstandard.CONTENTSIZE_UNKNOWN and decoded + size > limit:
+        raise _too_large(limit)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -198,13 +207,14 @@ _JSON_WHITESPACE = b" \t\r"
 """RFC 8259 whitespace other than \\n, which cannot occur inside a line."""
 
 
-def parse_rows(data: bytes) -> RowBatch:
+def parse_rows(data: bytes, max_rows: int | None = None) -> RowBatch:
     """Split a decoded NDJSON body into rows, checking that each line is one JSON object (RFC 8259,
     UTF-8, at most MAX_ROW_BYTES long).
 
     A line ends with ``\\n``, optionally preceded by ``\\r``; the last line may lack both, and a final
     ``\\n`` does not start another line. Any other empty or all-whitespace line is an error, as is an
-    empty body. Raises MalformedRows naming the first bad line.
+    empty body. Raises MalformedRows naming the first bad line, and TooManyRows as soon as a block
+    takes the count past ``max_rows`` (what the append may still hold), before parsing further.
     """
     if not data:
         raise MalformedRows(1, "the body has no rows")
@@ -220,6 +230,8 @@ def parse_rows(data: bytes) -> RowBatch:
         lines = data[start:end].split(b"\n")
         if not lines[-1]:
             lines.pop()  # the block's final \n ends its last line; it does not begin an empty one
+        if max_rows is not None and count + len(lines) > max_rows:
+            raise TooManyRows(f"the body has more than {max_rows} rows")
         # A line's \r ending stays on it here: JSON reads it as whitespace, so a line with it is
         # valid, and the same object, exactly when the line without it is. Only errors look closer.
         for number, line in enumerate(lines, count + 1):

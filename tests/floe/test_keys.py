@@ -56,6 +56,10 @@ def test_a_pipe_keys_share_its_tag_whatever_the_file_and_channel_names() -> None
 def test_catalog_keys_share_one_slot_and_other_tags_have_their_own() -> None:
     assert {slot(k) for k in catalog_keys()} == {key_slot(b"catalog")}
     assert slot(K.breakers()) == key_slot(b"breakers")
+    # The streaming ledger counts over pipes, tables and users: one tag of its own for all its keys.
+    assert {slot(K.quota(p)) for p in ("held", "since", "totals", "reconciled", "cursor")} == {
+        key_slot(b"quota")
+    }
     assert slot(K.heartbeat("api")) == key_slot(b"proc")
 
 

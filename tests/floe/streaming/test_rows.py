@@ -26,6 +26,7 @@ from floe.streaming.rows import (
     MalformedBody,
     MalformedRows,
     RowBatch,
+    TooManyRows,
     decode_body,
     parse_rows,
 )
@@ -456,3 +457,44 @@ def test_a_bad_line_is_named(
         parse_rows(decode_body(_send(lines, final_newline, encoding), encoding))
     assert caught.value.line == index + 1
     assert str(caught.value).startswith(f"line {index + 1}: ")
+
+
+# ------------------------------------------------------------------------------------------------
+# A caller's lower bounds: what the append may still hold (issue 31, item 6)
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_bombs_stop_at_a_callers_lower_limit(index: int) -> None:
+    """The API passes the room its bounds leave: a bomb stops there, not at the 32 MB cap."""
+    encoding, body = _bombs()[index]
+    tracemalloc.start()
+    try:
+        with pytest.raises(BodyTooLarge, match=f"over {MIB} bytes"):
+            decode_body(body, encoding, limit=MIB)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # One zstd call may overshoot by up to 16 MiB (see rows._ZSTD_STEP); far below the 32 MB cap's.
+    assert peak < MAX_UNCOMPRESSED_BYTES
+
+
+@pytest.mark.parametrize("encoding", [None, "gzip", "zstd"])
+def test_a_body_within_the_callers_limit_decodes_whole(encoding: str | None) -> None:
+    data = b'{"a": 1}\n' * 1000
+    body = {None: data, "gzip": gzip.compress(data), "zstd": zstandard.compress(data)}[encoding]
+    assert decode_body(body, encoding, limit=len(data)) == data
+    with pytest.raises(BodyTooLarge):
+        decode_body(body, encoding, limit=len(data) - 1)
+    # A limit above the cap is the cap.
+    assert decode_body(body, encoding, limit=1 << 40) == data
+
+
+def test_rows_past_max_rows_stop_the_parse() -> None:
+    data = b"{}\n" * 200_000
+    assert parse_rows(data, max_rows=200_000).count == 200_000
+    with pytest.raises(TooManyRows, match="more than 199999 rows"):
+        parse_rows(data, max_rows=199_999)
+    # Counted a block at a time, before the block's lines are parsed: a bad line past the bound is
+    # never reached.
+    with pytest.raises(TooManyRows):
+        parse_rows(b"{}\n" * 10 + b"not json\n", max_rows=5)
