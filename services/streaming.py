@@ -27,6 +27,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from floe.catalog import Catalog, CopySpec, FileFormat, Pipe, Table, now_ms
+from floe.catalog.names import Name, split_parts, unquote
 from floe.channel_quotas import Limits, Room, Writer
 from floe.channels import ChannelError, ChannelStore, PipeRef
 from floe.errors import ObjectNotFound
@@ -84,10 +85,12 @@ class StreamingService:
 
     def pipe(self, principal: Principal, database: str, schema: str, name: str, write: bool) -> Pipe:
         """The streaming pipe a route names, checked: a table's default pipe is made on first use."""
-        full = ".".join(part.upper() for part in (database, schema, name))
+        # Each part is one identifier of the URL, a structured name from here on (decision 109).
+        named = Name(*(_identifier(part) for part in (database, schema, name)))
+        full = str(named)
         pipe = self.catalog.find(Pipe, full)
-        if pipe is None and full.endswith(DEFAULT_PIPE_SUFFIX):
-            pipe = self._default_pipe(principal, full, write)
+        if pipe is None and named.name.endswith(DEFAULT_PIPE_SUFFIX):
+            pipe = self._default_pipe(principal, named, write)
         if pipe is None:
             raise _missing_pipe(full)
         # Privileges first: a caller who may not see the pipe learns nothing of it, not even that it
@@ -115,10 +118,10 @@ class StreamingService:
         except ObjectNotFound:
             raise _missing_pipe(pipe.name) from None
 
-    def _default_pipe(self, principal: Principal, full: str, write: bool) -> Pipe | None:
+    def _default_pipe(self, principal: Principal, named: Name, write: bool) -> Pipe | None:
         """The table's default pipe, created the first time a channel names it."""
-        table_name = full[: -len(DEFAULT_PIPE_SUFFIX)]
-        table = self.catalog.find(Table, table_name)
+        table_name = Name(named.database, named.schema, named.name[: -len(DEFAULT_PIPE_SUFFIX)])
+        table = self.catalog.find(Table, str(table_name))
         if table is None:
             return None
         spec = CopySpec(
@@ -130,7 +133,7 @@ class StreamingService:
             "MATCH_BY_COLUMN_NAME = CASE_INSENSITIVE",
         )
         pipe = Pipe(
-            name=full,
+            name=str(named),
             copy_spec=spec,
             table_id=table.id,
             stage_url="",
@@ -146,7 +149,7 @@ class StreamingService:
     @staticmethod
     def ref(pipe: Pipe) -> PipeRef:
         """How answers name the pipe."""
-        database, schema, name = pipe.name.split(".", 2)
+        database, schema, name = split_parts(pipe.name)
         return PipeRef(pipe.id, database, schema, name)
 
     # -------------------------------------------------------------------------------- channels
@@ -427,3 +430,11 @@ def router(
         return await answer(request, work)
 
     return api
+
+
+def _identifier(part: str) -> str:
+    """One name part of a route: a double-quoted one as written (``""`` for a quote), a bare one
+    upper-cased, as SQL reads identifiers."""
+    if len(part) >= 2 and part.startswith('"') and part.endswith('"'):
+        return unquote(part)
+    return part.upper()
