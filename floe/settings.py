@@ -191,6 +191,12 @@ class QuerySettings(_Section):
     """Rows per page of a streamed result; the API holds a couple of pages of it at a time."""
     max_concurrent: int = 4
     """Queries run at once per API process; the others wait, so REST calls keep their threads."""
+    max_value_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
+    """Largest value a query may make or answer (Snowflake's largest VARCHAR, 16 MiB). DuckDB's
+    ``memory_limit`` does not cover the strings a function makes, so REPEAT, LPAD, REPLACE, CONCAT
+    and every other function whose output can outgrow its inputs is checked before it runs: one
+    value against this, and the values it makes for the rows DuckDB evaluates at once against the
+    query's share of ``memory_limit`` (services/value_bounds.py)."""
 
 
 class ConsumerSettings(_Section):

@@ -60,6 +60,7 @@ from services.external_calls import ExternalCalls
 from services.functions import check_functions, function_name
 from services.load_history import VIEWS, LoadHistory, status_json
 from services.tz_results import ResultShape, plan_offsets
+from services.value_bounds import ValueBounds
 
 
 @dataclass
@@ -1331,6 +1332,7 @@ class QueryEngine:
         check: Check,
         calls: ExternalCalls | None = None,
         shape: ResultShape | None = None,
+        bounds: ValueBounds | None = None,
     ) -> tuple[str, dict[str, pa.Table | BlobScan]]:
         """DuckDB SQL for ``query`` and the Arrow data it reads (COPY_HISTORY tables, table scans),
         by their generated names; ``stats`` gets the blob and row-group counts (``_STAT_KEYS``).
@@ -1339,7 +1341,9 @@ class QueryEngine:
         table or COPY_HISTORY (both registered under generated names). Anything else is refused,
         so DuckDB never sees a name it could resolve on its own (a file, a view, a setting).
         External functions are bound into ``calls`` (a query that calls one needs it). ``shape``
-        gets what the raw rows need to become the result (``services.tz_results``).
+        gets what the raw rows need to become the result (``services.tz_results``). Every call
+        that could make a value past the query's bounds is put behind its check (``bounds``, whose
+        guard the query's connection then needs: ``ValueBounds.register``).
         """
         query = query.copy()
         self._name_outputs(query)
@@ -1399,6 +1403,7 @@ class QueryEngine:
             tables[name] = self.scan(table, predicates, columns, stats)
             _point(node, name, ours)
         _check_resolved(query, ours)
+        (bounds if bounds is not None else ValueBounds(self.settings.query)).bound(query)
         try:
             return query.sql(dialect="duckdb"), tables
         except Exception as exc:
@@ -1412,8 +1417,10 @@ class QueryEngine:
         stats = {"blobs_total": 0, "blobs_scanned": 0}
         calls = ExternalCalls(self.catalog, self.defaults, check)
         shape = ResultShape()
-        sql, tables = self.compile(query, stats, check, calls, shape)
+        bounds = ValueBounds(limits)
+        sql, tables = self.compile(query, stats, check, calls, shape, bounds)
         con = self._databases.take()
+        functions = [*bounds.register(con), *calls.bound]
         if calls.bound:
             # The statement's time limit also cuts remote calls short: DuckDB's interrupt cannot
             # stop a Python function waiting for an answer.
@@ -1429,14 +1436,14 @@ class QueryEngine:
                 con.register(name, data)
             deadline = time.monotonic() + limits.timeout_s
             timer.start()
-            with self._failures(cancel, calls):
+            with self._failures(cancel, calls, bounds):
                 cur = con.execute(sql)
             names = shape.names([d[0].upper() for d in cur.description or []])
             if sink is not None:
-                streamed = self._stream(cur, names, stats, sink, cancel, calls, deadline, shape)
+                streamed = self._stream(cur, names, stats, sink, cancel, calls, deadline, shape, bounds)
                 clean = True
                 return streamed
-            with self._failures(cancel, calls):
+            with self._failures(cancel, calls, bounds):
                 fetched = cur.fetchmany(limits.max_result_rows + 1)
             if len(fetched) > limits.max_result_rows:
                 raise SqlError(
@@ -1447,13 +1454,14 @@ class QueryEngine:
                     code="000603",
                     sql_state="54000",
                 )
+            bounds.check_rows(fetched, names)
             rows = [shape.row(row, jsonable) for row in fetched]
             clean = True
             return Result(names, rows, stats)
         finally:
             timer.cancel()
             cancel.close(
-                functools.partial(self._databases.give_back, tables=list(tables), functions=list(calls.bound))
+                functools.partial(self._databases.give_back, tables=list(tables), functions=functions)
                 if clean
                 else None
             )
@@ -1468,6 +1476,7 @@ class QueryEngine:
         calls: ExternalCalls,
         deadline: float,
         shape: ResultShape | None = None,
+        bounds: ValueBounds | None = None,
     ) -> Result:
         """Hand the result to ``sink`` a page at a time. DuckDB's result streams: a page is fetched
         (and the tables read for it) only once the sink took the one before, so the rows held here
@@ -1478,8 +1487,10 @@ class QueryEngine:
         still fails before the answer has started, as an unstreamed one does."""
         limits = self.settings.query
         shape = shape or ResultShape()
-        with self._failures(cancel, calls):
+        bounds = bounds or ValueBounds(limits)
+        with self._failures(cancel, calls, bounds):
             fetched = cur.fetchmany(limits.page_rows)
+            bounds.check_rows(fetched, names)
         sink.start(names)
         while fetched:
             try:
@@ -1488,14 +1499,15 @@ class QueryEngine:
                 raise _timed_out(limits.timeout_s) from None
             if cancel.abandoned.is_set():
                 raise _abandoned()
-            with self._failures(cancel, calls):
+            with self._failures(cancel, calls, bounds):
                 fetched = cur.fetchmany(limits.page_rows)
+                bounds.check_rows(fetched, names)
         return Result(names, [], stats)
 
     @contextlib.contextmanager
-    def _failures(self, cancel: _Cancel, calls: ExternalCalls) -> Iterator[None]:
+    def _failures(self, cancel: _Cancel, calls: ExternalCalls, bounds: ValueBounds) -> Iterator[None]:
         """DuckDB's errors as the statement's: its time limit, a reader gone, a failed remote call,
-        memory, or DuckDB's own message."""
+        a value past its bounds, memory, or DuckDB's own message."""
         limits = self.settings.query
         try:
             yield
@@ -1506,6 +1518,8 @@ class QueryEngine:
                 raise _abandoned() from None
             if (failed := calls.error()) is not None:
                 raise failed from None
+            if (refused := bounds.refused(exc)) is not None:
+                raise refused from None
             if isinstance(exc, duckdb.OutOfMemoryException):
                 raise SqlError(
                     f"The query needs more memory than query.memory_limit ({limits.memory_limit}, "
