@@ -1,5 +1,6 @@
 """Prometheus metrics: the families every Floe process exports, and the server the consumer and the
-Spark job serve theirs on (the API serves its own at ``/metrics``).
+Spark job serve theirs on (the API serves its own at ``/metrics``). Off loopback, every page needs
+a bearer (``MetricsAccess``).
 
 Each process builds its families on a ``CollectorRegistry`` of its own and passes it down, never on
 prometheus-client's global registry: the tests build many apps and consumers in one process, and
@@ -20,19 +21,25 @@ Which process moves which family (README "Metrics and health" lists them with th
 
 from __future__ import annotations
 
+import hmac
 import logging
+import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from wsgiref.simple_server import WSGIServer
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from floe.catalog import Catalog, Pipe, now_ms
+from floe.catalog.models import is_loopback_host
 from floe.heartbeat import PIPELINE, newest_beat_ms
 from floe.keys import REDIS_ERRORS, Keys, RedisClient
 
@@ -452,19 +459,134 @@ def metrics_url(host: str, port: int) -> str:
     return f"http://{shown}:{port}/metrics"
 
 
+TOKEN_SETTING = "FLOE_API__METRICS_TOKEN"
+"""The scrape token's setting (``api.metrics_token``), as refusals and warnings name it."""
+
+
+@dataclass(frozen=True)
+class MetricsAccess:
+    """Who may read a process's metrics page (decision 113).
+
+    Bound to loopback, a page answers whoever reaches it: only this machine can. Bound to any other
+    address, its labels (every pipe's name, and channels') go only to a bearer of the scrape token
+    (``api.metrics_token``), compared in constant time, or, on the API, to a user whose role holds
+    MONITOR on the account (``services.api`` checks that through ``services.access.authorize``).
+    """
+
+    host: str
+    """Where the process binds (``api.host``: every process binds its metrics there)."""
+    token: str | None
+    """The scrape token; None when none is set (then off loopback only a MONITOR user reads)."""
+
+    @property
+    def open(self) -> bool:
+        return is_loopback_host(self.host)
+
+    def scraper(self, authorization: str | None) -> bool:
+        """Whether an Authorization header is 'Bearer <the scrape token>'."""
+        if self.token is None or not authorization:
+            return False
+        scheme, _, value = authorization.strip().partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), self.token.encode())
+
+    def refusal(self, users: bool) -> str:
+        """What a refused scrape is told: what to send, and the setting to set. ``users``: the
+        page also admits a MONITOR user's JWT (the API's)."""
+        whom = "the scrape token" + (
+            ", or a key-pair JWT of a user whose role holds MONITOR on the account" if users else ""
+        )
+        where = f"{self.host or 'every interface'} (api.host), not loopback"
+        if self.token is None:
+            fix = (
+                f"{TOKEN_SETTING} (or {TOKEN_SETTING}_FILE) is not set: set it for every Floe process "
+                "and give the scraper the same token"
+            )
+        else:
+            fix = f"the token is the one {TOKEN_SETTING} (or {TOKEN_SETTING}_FILE) sets"
+        return (
+            f"This metrics page needs 'Authorization: Bearer <token>' with {whom}: it binds to "
+            f"{where}; {fix}."
+        )
+
+    def warn(self, component: str) -> None:
+        """Log, at start, that no scraper will be answered: bound off loopback without a token."""
+        if not self.open and self.token is None:
+            log.warning(
+                "%s metrics bind to %s, not loopback, and %s is not set: every scrape is refused "
+                "(401)%s; set %s (at least 32 characters) for every Floe process and the scraper",
+                component,
+                self.host or "every interface",
+                TOKEN_SETTING,
+                " but a MONITOR user's" if component == "api" else "",
+                TOKEN_SETTING,
+            )
+
+
+def guarded(app: WSGIApplication, access: MetricsAccess) -> WSGIApplication:
+    """``app`` (prometheus-client's page) behind ``access``: a refused request gets 401 and what to
+    send, and the page is never rendered for it."""
+
+    def answer(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if access.open or access.scraper(environ.get("HTTP_AUTHORIZATION")):
+            return app(environ, start_response)
+        body = access.refusal(users=False).encode()
+        start_response(
+            "401 Unauthorized",
+            [
+                ("Content-Type", "text/plain; charset=utf-8"),
+                ("Content-Length", str(len(body))),
+                ("WWW-Authenticate", 'Bearer realm="floe metrics"'),
+            ],
+        )
+        return [body]
+
+    return answer
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No access log on stderr: the processes log JSON lines there (prometheus-client's own
+    server is quiet too)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _start_server(app: WSGIApplication, host: str, port: int) -> WSGIServer:
+    """prometheus-client's ``start_http_server``, serving ``app`` (it takes no WSGI wrapper): a
+    threading server of the address family ``host`` resolves to, in a daemon thread."""
+    family, _, _, _, address = socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+
+    class Server(ThreadingWSGIServer):
+        address_family = family
+
+    server = make_server(str(address[0]), port, app, Server, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return server
+
+
 def serve(
-    registry: CollectorRegistry, host: str, port: int, component: str, setting: str
+    registry: CollectorRegistry,
+    host: str,
+    port: int,
+    component: str,
+    setting: str,
+    token: str | None = None,
 ) -> WSGIServer | None:
-    """Serve ``registry`` on ``host``:``port`` from a daemon thread (prometheus-client's server,
-    which answers on any path; ``/metrics`` by convention), and log where. None when ``port`` is 0
-    (off) or cannot be bound: a process that cannot serve its metrics still loads (a second
-    consumer on a host where it was not given a port of its own, say), and its log says why and
-    which setting (``setting``, an environment variable) gives it one."""
+    """Serve ``registry`` on ``host``:``port`` from a daemon thread (prometheus-client's page,
+    which answers on any path; ``/metrics`` by convention), and log where. Off loopback, only to
+    ``token`` (``MetricsAccess``). None when ``port`` is 0 (off) or cannot be bound: a process
+    that cannot serve its metrics still loads (a second consumer on a host where it was not given
+    a port of its own, say), and its log says why and which setting (``setting``, an environment
+    variable) gives it one."""
     if port == 0:
         log.info("%s metrics are off (%s=0)", component, setting)
         return None
+    access = MetricsAccess(host, token)
+    access.warn(component)
     try:
-        server, _ = start_http_server(port, addr=host, registry=registry)
+        server = _start_server(guarded(make_wsgi_app(registry), access), host, port)
     except OSError as exc:
         log.error(
             "%s metrics not served: cannot listen on %s:%d (%s); give each %s process a port of its own "

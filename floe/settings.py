@@ -98,6 +98,20 @@ class RedisSettings(_Section):
         return redis.Redis.from_url(self.url, **options)
 
 
+MIN_METRICS_TOKEN = 32
+"""Characters a scrape token has at least: it is compared, never rate-limited, so it must not be
+guessable (``secrets.token_urlsafe(32)`` gives 43)."""
+
+
+def _check_metrics_token(token: str, setting: str) -> str:
+    if len(token) < MIN_METRICS_TOKEN:
+        raise ValueError(
+            f"{setting} must be at least {MIN_METRICS_TOKEN} characters; make one with "
+            "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        )
+    return token
+
+
 class ApiSettings(_Section):
     """The REST API (Snowpipe endpoints, SQL endpoint, health, metrics)."""
 
@@ -131,6 +145,36 @@ class ApiSettings(_Section):
     tls_ca_file: str = ""
     """With tls=files: PEM CA certificates clients verify the API against; empty means the system's
     trust store. With tls=auto clients use <state_dir>/tls/ca.crt."""
+    metrics_token: SecretStr | None = None
+    """Bearer token that reads every process's metrics page when ``host`` is not loopback (there
+    a page answers only this token or, on the API, a user whose role holds MONITOR on the account);
+    at least 32 characters. If unset, read from ``metrics_token_file`` when that is set."""
+    metrics_token_file: str = ""
+    """File holding ``metrics_token`` (a scraper reads the same file: Prometheus's
+    ``credentials_file``); empty: none."""
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _long_enough(cls, token: SecretStr | None) -> SecretStr | None:
+        if token is not None:
+            _check_metrics_token(token.get_secret_value(), "FLOE_API__METRICS_TOKEN (api.metrics_token)")
+        return token
+
+    def resolve_metrics_token(self) -> str | None:
+        """The scrape token, or None when neither setting gives one; ValueError naming the setting
+        when ``metrics_token_file`` is missing or holds a token too short to resist guessing."""
+        if self.metrics_token is not None:
+            return self.metrics_token.get_secret_value()
+        if not self.metrics_token_file:
+            return None
+        setting = f"FLOE_API__METRICS_TOKEN_FILE ({self.metrics_token_file})"
+        try:
+            token = Path(self.metrics_token_file).read_text().strip()
+        except OSError as exc:
+            raise ValueError(
+                f"cannot read {setting}: {exc.strerror}; create it or unset the setting"
+            ) from None
+        return _check_metrics_token(token, setting)
 
     @model_validator(mode="after")
     def _auto_owns_its_files(self) -> Self:

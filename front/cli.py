@@ -511,8 +511,8 @@ def token(
 @app.command("console")
 def console_link(user: _User = None, private_key_file: _KeyFile = None, role: _Role = None) -> None:
     """Print a one-time link that signs a browser in to the web console (/console on the API) as
-    the admin, or as --user with --private-key-file (and --role). Open it within a minute; it
-    works once. The console then shows and does what that user may."""
+    the admin, or as --user with --private-key-file (and --role). Open it within a minute and press
+    Sign in on its page; it works once. The console then shows and does what that user may."""
     from front.console import run_console
 
     if user is not None and private_key_file is None:

@@ -57,4 +57,4 @@ def run_console(
     except SqlFailed as exc:
         return None, str(exc)
     seconds = settings.console.code_ttl_s
-    return link, f"Open this link in a browser within {seconds} s; it works once."
+    return link, f"Open this link in a browser within {seconds} s and press Sign in; it works once."

@@ -427,6 +427,7 @@ def run(settings: Settings) -> None:
         p.metrics_port,
         "pipeline",
         "FLOE_PIPELINE__METRICS_PORT",
+        settings.api.resolve_metrics_token(),
     )
     # The API's /readyz counts the job alive while this beats (floe/heartbeat.py); its own client,
     # with timeouts, so a Redis that hangs delays only the beats.

@@ -1,6 +1,7 @@
 """The HTTP API: the Snowpipe REST endpoints, the SQL endpoint used by `floe sql`, health, metrics.
 
-Every endpoint but /health, /healthz, /readyz, /metrics and the OpenAPI docs needs a key-pair JWT.
+Every endpoint but /health, /healthz, /readyz and the OpenAPI docs needs a key-pair JWT; /metrics
+does too unless the API binds to loopback, or it is sent the scrape token (``MetricsAccess``).
 The ``Gate`` middleware checks it before a byte of the body is read, then reads the body under a size
 and a time limit; routes find the caller in ``request.state.identity``. At start-up the app makes sure
 the admin user exists with the key in ``auth.admin_key_file`` (creating the key on first start),
@@ -39,9 +40,10 @@ from floe.catalog.ddl import Defaults
 from floe.errors import AuthenticationFailed
 from floe.keypair import create_private_file, ensure_key_file, public_key_body
 from floe.keys import REDIS_ERRORS, Keys, RedisClient
-from floe.metrics import ApiMetrics, ApiProcessMetrics, QueueCollector, RedisErrors
+from floe.metrics import ApiMetrics, ApiProcessMetrics, MetricsAccess, QueueCollector, RedisErrors
 from floe.runtime import log_context
 from floe.settings import Settings
+from services.access import Need, authorize
 from services.answers import ErrorAnswer, RestError, Throttled, answer_for, is_rest
 from services.auth import (
     SCOPED_TOKEN_TYPE,
@@ -68,9 +70,14 @@ ADMISSION_ERRORS: tuple[type[Exception], ...] = (AuthenticationFailed, Throttled
 """What admitting a request can raise that has an answer of its own (401, 429, 503)."""
 
 PUBLIC_PATHS = frozenset(
-    {"/health", HEALTHZ, READYZ, "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
+    {"/health", HEALTHZ, READYZ, "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
 )
 """Paths served without a token (and without a body)."""
+METRICS_PATH = "/metrics"
+"""Served without a token while the API binds to loopback; elsewhere to the scrape token, or to a
+user whose role holds ``READ_METRICS`` (the gate admits its JWT as any route's)."""
+READ_METRICS = Need("ACCOUNT", "", ("MONITOR",))
+"""What a user needs to read /metrics off loopback: its labels name every pipe of the account."""
 MAX_HEAD_BYTES = 32 * 1024
 """Largest request line plus headers uvicorn's httptools parser is fed; a JWT is under 1 KiB."""
 
@@ -299,8 +306,11 @@ class Gate:
         body_timeout_s: float,
         scoped: ScopedTokens | None = None,
         streamed: dict[str, int] | None = None,
+        metrics: MetricsAccess | None = None,
     ) -> None:
         self.app = app
+        self.metrics = metrics or MetricsAccess("127.0.0.1", None)
+        """Who reads /metrics without a JWT (``METRICS_PATH``)."""
         self.authenticator = authenticator
         self.scoped = scoped
         self.failed_logins = failed_logins
@@ -314,6 +324,8 @@ class Gate:
         # The console checks its own session cookie, before it reads a body (services/console).
         if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or is_console_path(scope["path"]):
             await self.app(scope, receive, send)
+            return
+        if scope["path"] == METRICS_PATH and await self._metrics_without_jwt(scope, receive, send):
             return
         path: str = scope["path"]
         authorization = token_type = length = None
@@ -355,6 +367,23 @@ class Gate:
             return {"type": "http.request", "body": body, "more_body": False}
 
         await self.app(scope, replay, send)
+
+    async def _metrics_without_jwt(self, scope: Scope, receive: Receive, send: Send) -> bool:
+        """Answer /metrics without a JWT: let it through on loopback or with the scrape token,
+        refuse it (401, saying what to send) without a bearer that could be a JWT. False: a JWT,
+        which the gate admits as any route's, and the route checks ``READ_METRICS``."""
+        authorization = next(
+            (v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), None
+        )
+        if self.metrics.open or self.metrics.scraper(authorization):
+            await self.app(scope, receive, send)
+            return True
+        _scheme, _, bearer = (authorization or "").strip().partition(" ")
+        if bearer.strip().count(".") == 2:  # a JWT's three parts; a scrape token is one
+            return False
+        answer = answer_for(RestError(401, "390101", self.metrics.refusal(users=True)), METRICS_PATH)
+        await _send(send, answer, {"www-authenticate": 'Bearer realm="floe metrics"'})
+        return True
 
     async def _admit(self, scope: Scope, authorization: str | None, token_type: str | None) -> Identity:
         """The caller's identity; Throttled while its address has failed too often."""
@@ -431,11 +460,13 @@ async def _refuse(send: Send, path: str, status: int, code: str, message: str) -
     await _send(send, answer_for(RestError(status, code, message), path))
 
 
-async def _send(send: Send, answer: ErrorAnswer) -> None:
+async def _send(send: Send, answer: ErrorAnswer, extra: dict[str, str] | None = None) -> None:
     """An error answer straight through ASGI: the gate answers before any route (or body) exists."""
     payload = json.dumps(answer.body()).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    headers += [(name.encode(), value.encode()) for name, value in answer.headers().items()]
+    headers += [
+        (name.encode(), value.encode()) for name, value in {**answer.headers(), **(extra or {})}.items()
+    ]
     await send({"type": "http.response.start", "status": answer.status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
 
@@ -497,12 +528,16 @@ def create_app(settings: Settings, client: RedisClient | None = None) -> FastAPI
     app.include_router(
         stages_router(executor.stage_files, lambda r: caller_of(r, authenticator), executor.use_role, limiter)
     )
-    app.include_router(console_router(settings, rclient, executor, authenticator, sql_threads, sql_limiter))
+    app.include_router(
+        console_router(settings, rclient, executor, authenticator, sql_threads, sql_limiter, secret)
+    )
     # Queue depth and age are read at scrape time, here rather than in the job (floe/metrics.py).
     process_metrics.registry.register(QueueCollector(catalog, rclient, keys, process_metrics.redis_errors))
     app.include_router(health_router(ReadyChecks(settings, rclient, keys, process_metrics.redis_errors)))
     app.state.metrics = process_metrics
     app.state.executor = executor
+    metrics_access = MetricsAccess(settings.api.host, settings.api.resolve_metrics_token())
+    metrics_access.warn("api")
     app.state.limiters = {"rest": limiter, "sql": sql_limiter, "failed_logins": failed_logins}
 
     # Added last, runs first: the request context (ids, metrics) wraps the gate, so refusals count.
@@ -514,6 +549,7 @@ def create_app(settings: Settings, client: RedisClient | None = None) -> FastAPI
         body_timeout_s=settings.api.body_timeout_s,
         scoped=scoped,
         streamed={UPLOAD_PATH: settings.stages.max_file_bytes},
+        metrics=metrics_access,
     )
     app.add_middleware(
         RequestContext, metrics=process_metrics.requests, redis_errors=process_metrics.redis_errors
@@ -525,9 +561,16 @@ def create_app(settings: Settings, client: RedisClient | None = None) -> FastAPI
         rclient.ping()
         return {"status": "ok"}
 
-    @app.get("/metrics")
-    def metrics() -> Response:
-        """Prometheus metrics."""
+    @app.get(METRICS_PATH)
+    def metrics(request: Request) -> Response:
+        """Prometheus metrics: to anyone while the API binds to loopback; elsewhere to the scrape
+        token (``api.metrics_token``) or a user whose role holds MONITOR on the account."""
+        identity = getattr(request.state, "identity", None)
+        if isinstance(identity, Identity):  # the gate admitted a JWT: the caller must hold MONITOR
+            try:
+                authorize(catalog, authenticator.resolve(identity), READ_METRICS)
+            except Exception as exc:  # noqa: BLE001 -- the HTTP boundary; answer_for logs what is unexpected
+                return answer_for(exc, request.url.path).response()
         return Response(generate_latest(process_metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.exception_handler(RequestValidationError)

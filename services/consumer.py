@@ -362,6 +362,7 @@ def main(settings: Settings) -> None:
         settings.consumer.metrics_port,
         "consumer",
         "FLOE_CONSUMER__METRICS_PORT",
+        settings.api.resolve_metrics_token(),
     )
     loop = asyncio.new_event_loop()
 

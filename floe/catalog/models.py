@@ -195,7 +195,15 @@ ObjectKind = Literal[
 """What a privilege can be granted on (Snowflake's securable objects that Floe has)."""
 
 PRIVILEGES: dict[str, tuple[str, ...]] = {
-    "ACCOUNT": ("CREATE DATABASE", "CREATE ROLE", "CREATE USER", "CREATE INTEGRATION", "MANAGE GRANTS"),
+    # MONITOR on the account reads every process's metrics page (their labels name every pipe).
+    "ACCOUNT": (
+        "CREATE DATABASE",
+        "CREATE ROLE",
+        "CREATE USER",
+        "CREATE INTEGRATION",
+        "MANAGE GRANTS",
+        "MONITOR",
+    ),
     "DATABASE": ("USAGE", "CREATE SCHEMA", "MONITOR"),
     "SCHEMA": (
         "USAGE",

@@ -6,6 +6,8 @@ the only routes that answer without one are the sign-in, the signed-out page and
 A POST must also come from a page of this host (its ``Origin``, else its ``Referer``): the
 ``SameSite=Strict`` cookie already keeps other sites' forms out, and this holds if a browser does
 not. The code a POST /api/v1/console/codes mints is the only secret in a URL, and it works once.
+No GET changes anything: the sign-in link shows a page whose form signs in, by a POST that carries
+the code and a form token bound to the browser (``forms``, decision 114).
 
 A page is served whole to a browser, and its live part as a fragment to htmx (``HX-Request``),
 which polls it every ``console.refresh_s``. The fragment carries when its statements may run again
@@ -15,7 +17,6 @@ statements are costly refreshes less often rather than keep a thread busy.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import datetime as dt
 import hashlib
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import urlencode
 
 import anyio
 import anyio.to_thread
@@ -44,6 +45,7 @@ from floe.settings import Settings
 from services.answers import Throttled, answer_for
 from services.auth import Authenticator, Identity, Principal, RateLimiter
 from services.console import views
+from services.console.forms import SIGNIN_COOKIE, SignInForms, read_form, same_origin
 from services.console.sessions import Grant, SignIns
 from services.query import Result
 from services.sql import SqlExecutor
@@ -54,6 +56,10 @@ PREFIX = "/console"
 """Where the console lives; the gate lets these paths through to its own cookie check."""
 CODES_PATH = "/api/v1/console/codes"
 """Where `floe console` asks for a sign-in code (with its key-pair JWT, through the gate)."""
+SIGNIN_PATH = f"{PREFIX}/signin"
+"""The sign-in link's page (GET, with the code) and its form (POST)."""
+SIGNIN_FORM_BYTES = 1024
+"""The sign-in form's bound, whatever ``api.max_body_bytes``: its code and token take 120 bytes."""
 COOKIE = "floe_console"
 """The session cookie's name."""
 HERE = Path(__file__).resolve().parent
@@ -74,6 +80,17 @@ SECURITY_HEADERS = {
     "referrer-policy": "same-origin",
 }
 FOREIGN_FORM = "Refused: this form did not come from a page of this console (Origin / Referer)."
+AGAIN = (
+    "Open the link `floe console` printed in this browser and press Sign in there: the link still "
+    "works, once, until it expires."
+)
+FOREIGN_SIGNIN = (
+    f"Refused: this sign-in did not come from the console's own sign-in page (Origin / Referer). {AGAIN}"
+)
+BAD_FORM_TOKEN = (
+    "Refused: the sign-in form's token is missing, or was not made for this browser and this link "
+    f"(it is bound to a cookie the sign-in page sets). {AGAIN}"
+)
 SIGNED_OUT_REASONS = {
     "none": "You are not signed in.",
     "used": "That sign-in link was already used, or it has expired (links work once, for a minute).",
@@ -240,17 +257,6 @@ def next_due_ms(seconds: float, refresh_s: float, now_s: float) -> int:
     return int((now_s + max(0.0, wait)) * 1000)
 
 
-def same_origin(request: Request) -> bool:
-    """Whether a POST comes from a page of this host: its Origin, or without one its Referer,
-    names the host the request was sent to. Neither (or Origin ``null``) is refused."""
-    host = request.headers.get("host", "")
-    for header in ("origin", "referer"):
-        value = request.headers.get(header)
-        if value and value != "null":
-            return bool(host) and urlsplit(value).netloc == host
-    return False
-
-
 class Console:
     """The console's state: sign-ins, templates, static files, and how statements run."""
 
@@ -262,9 +268,11 @@ class Console:
         authenticator: Authenticator,
         threads: anyio.CapacityLimiter,
         limiter: RateLimiter,
+        forms: SignInForms,
     ) -> None:
         self.settings = settings
         self.sign_ins = sign_ins
+        self.forms = forms
         self.executor = executor
         self.authenticator = authenticator
         self.threads = threads
@@ -357,28 +365,6 @@ def _fragment(request: Request) -> bool:
     return request.headers.get("hx-request") == "true" and "hx-history-restore-request" not in request.headers
 
 
-async def _form(request: Request, limit: int, timeout_s: float) -> dict[str, str] | None:
-    """A urlencoded body read under the API's size and time limits (the gate did not read it:
-    the session was checked first); None if it is too large or too slow."""
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        async with asyncio.timeout(timeout_s):
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    return None
-                chunks.append(chunk)
-    except TimeoutError:
-        return None
-    try:
-        text = b"".join(chunks).decode("utf-8", "replace")
-        fields = parse_qs(text, keep_blank_values=True, max_num_fields=16)
-    except ValueError:  # more fields than any console form has
-        return None
-    return {k: v[0] for k, v in fields.items()}
-
-
 def _name(params: dict[str, str]) -> views.ObjectName | None:
     parts = [params.get(k, "") for k in ("db", "schema", "name")]
     return views.ObjectName(*parts) if all(parts) else None
@@ -447,7 +433,7 @@ def router(console: Console) -> APIRouter:  # noqa: C901 -- one closure per rout
         if not same_origin(request):
             return console.html("_flash.html", 403, error=FOREIGN_FORM, message=None)
         limits = console.settings.api
-        fields = await _form(request, limits.max_body_bytes, limits.body_timeout_s)
+        fields = await read_form(request, limits.max_body_bytes, limits.body_timeout_s)
         if fields is None:
             return console.html("_flash.html", 413, error="Refused: the form is too large.", message=None)
 
@@ -493,11 +479,41 @@ def router(console: Console) -> APIRouter:  # noqa: C901 -- one closure per rout
         except Exception as exc:  # noqa: BLE001 -- the HTTP boundary; answer_for logs what is unexpected
             return answer_for(exc, request.url.path).response()
 
-    @api.get(f"{PREFIX}/signin")
-    async def sign_in(request: Request, code: str = "") -> Response:
-        """Consume the code, set the session cookie, and go on to the console: by a page that
-        refreshes to /console rather than a 303, because a browser withholds a SameSite=Strict
-        cookie from every request of a redirect chain that another site's link started."""
+    @api.get(SIGNIN_PATH)
+    async def sign_in_page(request: Request, code: str = "") -> Response:
+        """The page a sign-in link opens: whom the code signs in as, and a button. It consumes
+        nothing and sets no session: a link another site sends a browser to must not sign it in
+        (as the site's own user), nor use up the code of the user it was printed for."""
+        grant = await console.in_thread(lambda: console.sign_ins.peek(code))
+        if grant is None:
+            return console.html("signed_out.html", 401, message=SIGNED_OUT_REASONS["used"], viewer=None)
+        pre_session = console.forms.pre_session(request)
+        response = console.html(
+            "signin.html", grant=grant, code=code, token=console.forms.token(pre_session, code), viewer=None
+        )
+        response.set_cookie(
+            SIGNIN_COOKIE,
+            pre_session,
+            max_age=cfg.code_ttl_s,
+            path=SIGNIN_PATH,
+            secure=console.secure,
+            httponly=True,
+            samesite="strict",
+        )
+        return response
+
+    @api.post(SIGNIN_PATH)
+    async def sign_in(request: Request) -> Response:
+        """The sign-in page's form: from a page of this host, with the form token of this browser
+        and this code, it consumes the code, sets the session cookie and goes on to the console."""
+        if not same_origin(request):
+            return console.html("error.html", 403, viewer=None, message=FOREIGN_SIGNIN)
+        fields = await read_form(request, SIGNIN_FORM_BYTES, console.settings.api.body_timeout_s)
+        if fields is None:
+            return console.html("error.html", 413, viewer=None, message="Refused: the form is too large.")
+        code = fields.get("code", "")
+        if not console.forms.valid(request.cookies.get(SIGNIN_COOKIE), code, fields.get("token", "")):
+            return console.html("error.html", 403, viewer=None, message=BAD_FORM_TOKEN)
 
         def work() -> tuple[str, Viewer] | None:
             redeemed = console.sign_ins.redeem(code)
@@ -517,8 +533,11 @@ def router(console: Console) -> APIRouter:  # noqa: C901 -- one closure per rout
         old = request.cookies.get(COOKIE)
         if old:
             await console.in_thread(lambda: console.sign_ins.end(old))
-        response = console.html("signin.html", viewer=viewer)
-        response.headers["referrer-policy"] = "no-referrer"  # the code stays out of the next request
+        # A 303 of a POST from this host's own page: the browser sends the SameSite=Strict cookie
+        # with the GET that follows (a chain another site's link started would go without it).
+        response = RedirectResponse(PREFIX, status_code=303)
+        response.headers.update(SECURITY_HEADERS)
+        response.headers["cache-control"] = "no-store"
         response.set_cookie(
             COOKIE,
             session,
@@ -527,6 +546,9 @@ def router(console: Console) -> APIRouter:  # noqa: C901 -- one closure per rout
             secure=console.secure,
             httponly=True,
             samesite="strict",
+        )
+        response.delete_cookie(
+            SIGNIN_COOKIE, path=SIGNIN_PATH, secure=console.secure, httponly=True, samesite="strict"
         )
         log.info("console: %s signed in", viewer.grant.user)
         return response
@@ -729,11 +751,14 @@ def console_router(
     authenticator: Authenticator,
     threads: anyio.CapacityLimiter,
     limiter: RateLimiter,
+    secret: bytes,
 ) -> APIRouter:
     """The console's routes for the API's app (``services.api.create_app``): its sign-ins in
     ``client`` under the API's key prefix, its statements through ``executor`` in ``threads``
-    (the SQL endpoint's), one token of ``limiter`` (the SQL rate limit) per page or action."""
+    (the SQL endpoint's), one token of ``limiter`` (the SQL rate limit) per page or action, and
+    its sign-in form tokens keyed from ``secret`` (the API's scoped-token secret)."""
     sign_ins = SignIns(
         client, settings.redis.prefix, settings.console.code_ttl_s, settings.console.session_ttl_s
     )
-    return router(Console(settings, sign_ins, executor, authenticator, threads, limiter))
+    forms = SignInForms(secret)
+    return router(Console(settings, sign_ins, executor, authenticator, threads, limiter, forms))

@@ -3,7 +3,8 @@
 A code is minted for a caller the API's gate authenticated with a key-pair JWT, and names that
 caller's user, the fingerprint of the key that signed the JWT, and the role it asked for. It lives
 ``console.code_ttl_s`` seconds and is consumed by the first sign-in that presents it (GETDEL: two
-browsers racing with one link cannot both win). A session is a random id in an ``HttpOnly`` cookie
+browsers racing with one link cannot both win); opening the link only reads it (``peek``), and the
+sign-in page's form redeems it. A session is a random id in an ``HttpOnly`` cookie
 that names the same three things for ``console.session_ttl_s`` seconds.
 
 Redis holds only the SHA-256 of a code or a session id, so a copy of its data (a dump, a replica, the
@@ -66,6 +67,14 @@ class SignIns:
         code = secrets.token_urlsafe(CODE_BYTES)
         self._store(keys=[self._code_key(code)], args=[json.dumps(asdict(grant)), self.code_ttl_s])
         return code
+
+    def peek(self, code: str) -> Grant | None:
+        """The grant a live code would sign in as, leaving the code where it is (the sign-in
+        page shows whom it signs in as; only its form's POST redeems it)."""
+        if not code or len(code) > 128:
+            return None
+        raw = self.redis.get(self._code_key(code))
+        return Grant(**json.loads(raw)) if raw is not None else None
 
     def redeem(self, code: str) -> tuple[str, Grant] | None:
         """Consume ``code`` and open a session for its grant: (session id, grant); None if the code

@@ -1,8 +1,8 @@
 """The web console in a real browser (Debian's chromium, driven by Playwright for Python) against
-the running stack: sign in through the link the real `floe console` prints, watch a staged file
-appear in a pipe's history, filter to the failed one and read where it failed, pause and resume the
-pipe with its buttons; then the channels, tables and SQL pages. Nothing is created in the browser:
-the pipe and its files come from SQL and S3, as a user's would.
+the running stack: sign in through the link the real `floe console` prints (its page, then its
+button), watch a staged file appear in a pipe's history, filter to the failed one and read where
+it failed, pause and resume the pipe with its buttons; then the channels, tables and SQL pages.
+Nothing is created in the browser: the pipe and its files come from SQL and S3, as a user's would.
 
 Each page is photographed; with ``CONSOLE_SCREENSHOTS=docs/console`` the pictures replace the ones
 the README shows (otherwise they go to the test's temporary directory, so a test run leaves the
@@ -132,8 +132,12 @@ def test_the_console_shows_a_load_and_pauses_and_resumes_a_pipe(
     failures: list[str] = []
     page.on("pageerror", lambda error: failures.append(str(error)))
 
-    # Sign in through the link the real CLI prints; the address bar ends up without the code.
+    # Sign in through the link the real CLI prints: its page says as whom, its button signs in, and
+    # the address bar ends up without the code.
     page.goto(floe_console(stack))
+    expect(page.locator("#signin-user")).to_have_text(stack.settings.auth.admin_user)
+    page.screenshot(path=str(shots / "signin.png"), full_page=True)
+    page.click("#signin-button")
     expect(page).to_have_url(re.compile(r"/console$"), timeout=PAGE_TIMEOUT_MS)
     expect(page.locator("#user")).to_have_text(stack.settings.auth.admin_user)
     row = page.locator(f'tr[data-pipe="FLOE.PUBLIC.{pipe}"]')
@@ -236,5 +240,28 @@ def test_the_link_the_demo_prints_signs_in_as_the_admin(stack: Stack, pages: Cal
     assert link is not None
     page = pages()
     page.goto(link)
+    page.click("#signin-button")
+    expect(page).to_have_url(re.compile(r"/console$"), timeout=PAGE_TIMEOUT_MS)
+    expect(page.locator("#user")).to_have_text(stack.settings.auth.admin_user)
+
+
+def test_a_link_opened_from_another_site_signs_in_only_with_its_button(
+    stack: Stack, pages: Callable[..., Page]
+) -> None:
+    """A page of another site that sends the browser to a sign-in link (a link, a redirect or an
+    image) leaves it signed out and the code unused; the user's own click on the sign-in page
+    still works (issue 31, item 11)."""
+    link = floe_console(stack)
+    base = link.split("/console/")[0]
+    page = pages()
+    # Another site's page: an image and a redirect to the link (served from a data: URL, so its
+    # requests are cross-site to the API).
+    page.goto(f'data:text/html,<img src="{link}"><meta http-equiv="refresh" content="0; url={link}">')
+    expect(page.locator("#signin-user")).to_have_text(stack.settings.auth.admin_user, timeout=PAGE_TIMEOUT_MS)
+    page.goto(f"{base}/console")
+    expect(page.locator("#signed-out")).to_contain_text("You are not signed in.")
+    # The link still works, once, with its page's button.
+    page.goto(link)
+    page.click("#signin-button")
     expect(page).to_have_url(re.compile(r"/console$"), timeout=PAGE_TIMEOUT_MS)
     expect(page.locator("#user")).to_have_text(stack.settings.auth.admin_user)

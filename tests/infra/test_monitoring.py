@@ -103,6 +103,23 @@ def test_prometheus_scrapes_the_three_processes_on_the_ports_floe_serves() -> No
         assert doc["services"][name]["environment"]["FLOE_API__HOST"] == "0.0.0.0", name
 
 
+def test_prometheus_sends_the_scrape_token_every_floe_process_reads() -> None:
+    """Bound to all interfaces in their containers, the three pages answer only the scrape token
+    (decision 113): Prometheus reads the file keygen writes, from the volume they share."""
+    doc = compose()
+    services = doc["services"]
+    config = load(ROOT / "infra/prometheus/prometheus.yml")
+    files = {job["authorization"]["credentials_file"] for job in config["scrape_configs"]}
+    assert {job["authorization"]["type"] for job in config["scrape_configs"]} == {"Bearer"}
+    (token_file,) = files
+    for name in ("api", "consumer", "pipeline"):
+        assert services[name]["environment"]["FLOE_API__METRICS_TOKEN_FILE"] == token_file, name
+    shared = {v.split(":")[1] for v in services["prometheus"]["volumes"] if v.startswith("floe-shared:")}
+    assert shared == {str(Path(token_file).parent)}
+    assert services["prometheus"]["depends_on"]["keygen"] == {"condition": "service_completed_successfully"}
+    assert "create_private_file(s.api.metrics_token_file" in " ".join(services["keygen"]["command"])
+
+
 def test_the_api_healthcheck_asks_readyz() -> None:
     check = compose()["services"]["api"]["healthcheck"]
     assert "http://127.0.0.1:8080/readyz" in " ".join(check["test"])

@@ -41,6 +41,7 @@ import redis
 from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi import APIRouter, FastAPI
 from fastapi.routing import iter_route_contexts
+from pydantic import SecretStr
 from starlette.types import Receive, Scope, Send
 
 from bench.harness import unique
@@ -77,6 +78,7 @@ from services.sql import SqlExecutor
 from services.stages import ROUTES as STAGES
 from tests.asgi import AppClient
 from tests.conftest import TEST_INTEGRATION
+from tests.services.test_console import sign_in
 from tests.services.test_snowpipe import bearer, token
 
 pytestmark = pytest.mark.integration
@@ -1577,25 +1579,32 @@ CONSOLE_ROUTES = [
 ]
 
 PUBLIC = {
-    # Liveness, readiness and metrics: probes and scrapers hold no key (the gate's PUBLIC_PATHS).
+    # Liveness and readiness: probes hold no key (the gate's PUBLIC_PATHS).
     ("GET", "/health"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
+    # Metrics, while the API binds to loopback only (the tests' app); on any other address a
+    # scrape needs a bearer (``ON_A_NETWORK``).
     ("GET", "/metrics"),
     # The OpenAPI schema and its two viewers: they describe the API, they reach no data.
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
     ("GET", "/docs/oauth2-redirect"),
     ("GET", "/redoc"),
-    # The console before a session: the one-time code is the sign-in's credential, the signed-out
-    # page says why, signing out ends whatever session the cookie names, and the static files are
-    # the pages' scripts and styles.
+    # The console before a session: the sign-in link's page (which signs nobody in), its form (the
+    # one-time code and the page's form token are its credentials), the signed-out page says why,
+    # signing out ends whatever session the cookie names, and the static files are the pages'
+    # scripts and styles.
     ("GET", f"{CONSOLE}/signin"),
+    ("POST", f"{CONSOLE}/signin"),
     ("GET", f"{CONSOLE}/signed-out"),
     ("POST", f"{CONSOLE}/signout"),
     ("GET", f"{CONSOLE}/static/{{name:path}}"),
 }
 """Every route that answers without a key-pair JWT or a console session; all others need one."""
+
+ON_A_NETWORK = PUBLIC - {("GET", "/metrics")}
+"""The same, for an API bound to an address other than loopback: metrics need a bearer there."""
 
 ROWS = [
     *NAMESPACES,
@@ -1921,11 +1930,11 @@ def _run_stage_route(ex: SqlExecutor, key: rsa.RSAPrivateKey, case: Case) -> Non
 
 def _signed_in(client: AppClient, key: rsa.RSAPrivateKey) -> None:
     """Sign the caller in to the console as `floe console` does: a code for its key-pair JWT,
-    then the sign-in link, which sets the session cookie in ``client``."""
+    then the sign-in link's page and its form, which sets the session cookie in ``client``."""
     code = client.post(CODES_PATH, json={}, headers=bearer(token(USER, key)))
     assert code.status_code == 200, code.text
-    signin = client.get(code.json()["path"])
-    assert signin.status_code == 200 and COOKIE in signin.cookies, signin.text
+    signin = sign_in(client, code.json()["path"])
+    assert signin.status_code == 303 and COOKIE in signin.cookies, signin.text
 
 
 def _run_console_route(ex: SqlExecutor, key: rsa.RSAPrivateKey, case: Case) -> None:
@@ -2079,6 +2088,17 @@ def test_exactly_the_public_routes_answer_without_authentication(ex: SqlExecutor
     app = create_app(ex.settings, ex.redis)
     answered = answered_without_authentication(app, app_routes(app))
     assert answered == PUBLIC, {"not in PUBLIC": answered - PUBLIC, "refused": PUBLIC - answered}
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.0.0.7", "::"])
+def test_on_a_network_address_metrics_are_not_public(ex: SqlExecutor, host: str) -> None:
+    """Bound anywhere but loopback, the routes that answer without authentication are
+    ``ON_A_NETWORK``: ``PUBLIC`` without the metrics page (with or without a scrape token set)."""
+    for scrape_token in (None, SecretStr("s" * 40)):
+        api = ex.settings.api.model_copy(update={"host": host, "metrics_token": scrape_token})
+        app = create_app(ex.settings.model_copy(update={"api": api}), ex.redis)
+        answered = answered_without_authentication(app, app_routes(app))
+        assert answered == ON_A_NETWORK, {"not public": answered - ON_A_NETWORK}
 
 
 def test_a_path_let_through_the_gate_answers_without_authentication(

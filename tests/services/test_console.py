@@ -11,9 +11,10 @@ import itertools
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -47,6 +48,23 @@ HOST = "http://testserver"
 FORM = {"content-type": "application/x-www-form-urlencoded", "origin": HOST}
 HTMX = {"hx-request": "true"}
 _BATCHES = itertools.count(1)
+HIDDEN = re.compile(r'<input type="hidden" name="(code|token)" value="([^"<>]*)">')
+"""A hidden field of the sign-in page's form (the page escapes the values; neither has a quote)."""
+
+
+def signin_fields(browser: AppClient, path: str) -> dict[str, str]:
+    """Open a sign-in link as a browser does: the page's form fields (the code and its token)."""
+    page = browser.get(path)
+    assert page.status_code == 200, page.text
+    fields = dict(HIDDEN.findall(page.text))
+    assert set(fields) == {"code", "token"}, page.text
+    return fields
+
+
+def sign_in(browser: AppClient, path: str) -> httpx.Response:
+    """What a user does with the link `floe console` prints: open it, then press Sign in on the
+    page it shows (a POST of the code and the page's form token, from a page of this host)."""
+    return browser.post("/console/signin", content=urlencode(signin_fields(browser, path)), headers=FORM)
 
 
 @dataclass
@@ -58,6 +76,8 @@ class Console:
     redis: redis.Redis[bytes]
     tmp: Path
     admin: AppClient
+    opened: list[AppClient] = field(default_factory=list)
+    """The browsers it made, closed with it: an open client's portal thread outlives the test."""
 
     def sql(self, statement: str, user: str | None = None, key_file: str | None = None) -> dict[str, Any]:
         resp = self.admin.post(
@@ -80,14 +100,15 @@ class Console:
 
     def browser(self) -> AppClient:
         """A client of its own (its own cookie jar), redirects not followed."""
-        return AppClient(self.app, follow_redirects=False)
+        self.opened.append(AppClient(self.app, follow_redirects=False))
+        return self.opened[-1]
 
     def signed_in(
         self, user: str | None = None, key_file: str | None = None, role: str | None = None
     ) -> AppClient:
         browser = self.browser()
-        resp = browser.get(self.code(user, key_file, role))
-        assert resp.status_code == 200, resp.text
+        resp = sign_in(browser, self.code(user, key_file, role))
+        assert resp.status_code == 303, resp.text
         assert COOKIE in browser._client.cookies
         return browser
 
@@ -163,11 +184,12 @@ def _console(
         made.sql("CREATE PIPE q AUTO_INGEST = FALSE AS COPY INTO t FROM @st")
         yield made
     finally:
-        made.admin.close()
+        for client in (made.admin, *made.opened):
+            client.close()
 
 
 def _cookie_attributes(resp: httpx.Response) -> dict[str, str]:
-    (header,) = [v for k, v in resp.headers.multi_items() if k == "set-cookie"]
+    (header,) = [v for k, v in resp.headers.multi_items() if k == "set-cookie" and v.startswith(COOKIE + "=")]
     parts = [p.strip() for p in header.split(";")]
     name, _, value = parts[0].partition("=")
     assert name == COOKIE and value
@@ -181,23 +203,22 @@ def test_a_code_signs_in_once_and_the_cookie_is_httponly_strict_and_scoped(conso
     path = console.code()
     code = path.split("code=")[1]
     browser = console.browser()
-    resp = browser.get(path)
-    assert resp.status_code == 200
+    resp = sign_in(browser, path)
+    assert resp.status_code == 303
     attributes = _cookie_attributes(resp)
     assert attributes["samesite"].lower() == "strict"
     assert "httponly" in attributes and "secure" not in attributes  # the app serves plain HTTP here
     assert attributes["path"] == "/console"
     assert attributes["max-age"] == str(console.settings.console.session_ttl_s)
-    # It goes on to /console, without the code in the address, and leaks it in no Referer.
-    assert '<meta http-equiv="refresh" content="0; url=/console">' in resp.text
-    assert resp.headers["referrer-policy"] == "no-referrer" and resp.headers["cache-control"] == "no-store"
+    # It goes on to /console (POST, then GET), with the code in neither address.
+    assert resp.headers["location"] == "/console" and resp.headers["cache-control"] == "no-store"
     page = browser.get("/console")
     assert page.status_code == 200 and 'id="user">FLOE_ADMIN<' in page.text and code not in page.text
     # The same link again, even in another browser: refused, and no session.
     other = console.browser()
     again = other.get(path)
     assert again.status_code == 401 and "already used" in again.text
-    assert "set-cookie" not in again.headers
+    assert not [v for k, v in again.headers.multi_items() if k == "set-cookie"]
     assert other.get("/console").status_code == 303
     # Redis holds neither the code nor the session id, only their digests.
     session = browser._client.cookies[COOKIE]
@@ -321,7 +342,8 @@ def test_a_form_larger_than_the_api_takes_is_refused_unread(console: Console) ->
     settings = console.settings.model_copy(
         update={"api": console.settings.api.model_copy(update={"max_body_bytes": 64})}, deep=True
     )
-    small = Console(create_app(settings, console.redis), settings, console.redis, console.tmp, console.admin)
+    app = create_app(settings, console.redis)
+    small = Console(app, settings, console.redis, console.tmp, console.admin, console.opened)
     browser = small.signed_in()
     resp = browser.post("/console/sql", content="sql=" + "x" * 100, headers=FORM)
     assert resp.status_code == 413 and "too large" in resp.text
