@@ -334,11 +334,13 @@ class PipelineSettings(_Section):
     chunk_bytes: int = 32 * 1024 * 1024
     """Uncompressed bytes of a streamed file parsed at a time; each part's rows become one blob."""
     max_file_bytes: int = 16 * 1024 * 1024 * 1024
-    """Largest decompressed size of one staged file; past it the file fails (decompression bombs)."""
+    """Largest decompressed size of one staged file (Parquet, Avro and ORC: decoded size, what its
+    values take once read); past it the file fails (decompression and decode bombs)."""
     max_part_bytes: int = 256 * 1024 * 1024
     """Largest decompressed piece held in memory at once: a whole-read file (past it, a CSV, JSON or
     Parquet file is loaded in parts instead), a part of a streamed file that has not reached a record
-    end, or a Parquet row group; past it the file fails."""
+    end, or a Parquet row; past it the file fails. Parquet, Avro and ORC count decoded values,
+    dictionary-expanded strings, NULLs and list values included (decision 110)."""
     max_errors_per_file: int = Field(default=100, ge=1, le=10_000)
     """Errors of one file whose detail (message, place, record) is kept for 14 days and shown by
     VALIDATE_PIPE_LOAD; the file's error count in COPY_HISTORY counts them all."""

@@ -92,7 +92,7 @@ class TransportError(TransientError, OSError):
     Also an OSError, so readers that let only OSError through (pyarrow's file wrappers) keep it."""
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
     """A byte count as people write it (256 MiB, 16 GiB)."""
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if n >= 1 << shift and n % (1 << shift) == 0:
@@ -101,11 +101,13 @@ def _size(n: int) -> str:
 
 
 class FileTooLarge(FileLoadError):
-    """A staged file decompresses past ``pipeline.max_file_bytes``: it fails alone, terminally."""
+    """A staged file decompresses (or, ``decoded``, its values decode) past
+    ``pipeline.max_file_bytes``: it fails alone, terminally."""
 
-    def __init__(self, path: str, limit: int) -> None:
+    def __init__(self, path: str, limit: int, *, decoded: bool = False) -> None:
+        verb = "decodes" if decoded else "decompresses"
         super().__init__(
-            f"File '{path}' decompresses to more than {_size(limit)} (pipeline.max_file_bytes); "
+            f"File '{path}' {verb} to more than {size_text(limit)} (pipeline.max_file_bytes); "
             "split it into smaller files, or raise pipeline.max_file_bytes if files this large are "
             "expected.",
             file=path,
@@ -115,9 +117,10 @@ class FileTooLarge(FileLoadError):
 
 class PartTooLarge(FileLoadError):
     """A piece of a staged file that must be held in memory whole decompresses past
-    ``pipeline.max_part_bytes``: a record that never ends, or a file that is only read whole."""
+    ``pipeline.max_part_bytes``: a record that never ends, or a file that is only read whole.
+    ``decoded``: its values decode past it (a columnar file's dictionaries, NULLs, nesting)."""
 
-    def __init__(self, path: str, limit: int, *, record: bool, kind: str = "") -> None:
+    def __init__(self, path: str, limit: int, *, record: bool, kind: str = "", decoded: bool = False) -> None:
         if record:
             what = "in one record (pipeline.max_part_bytes); check that its records end with a newline "
             what += "(and that its quotes are closed), "
@@ -125,7 +128,7 @@ class PartTooLarge(FileLoadError):
             read_whole = f"{kind} files are read whole" if kind else "it is read whole"
             what = f"(pipeline.max_part_bytes), and {read_whole}; split it into smaller files, "
         super().__init__(
-            f"File '{path}' decompresses to more than {_size(limit)} {what}"
+            f"File '{path}' {'decodes' if decoded else 'decompresses'} to more than {size_text(limit)} {what}"
             "or raise pipeline.max_part_bytes if such files are expected.",
             file=path,
         )

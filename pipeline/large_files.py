@@ -24,14 +24,16 @@ documents sit a level deeper, so NDJSON with a truncated line still loads as rea
 ``pipeline.max_part_bytes`` with no line end at all the file fails with a message saying what to
 do (a single line or document that large: a minified array, say).
 
-Parquet. A part is a run of consecutive row groups whose decompressed size (from the footer) is
-about ``pipeline.chunk_bytes``, read with ``ParquetFile.read_row_groups``; the object is read by
-ranges (the footer, then each part's column chunks), never whole. A row group larger than
-``pipeline.max_part_bytes`` fails the file (write smaller row groups), as does a file whose row
-groups add up past ``pipeline.max_file_bytes``. An object that cannot be read by ranges (an internal
+Parquet. A part is about ``pipeline.chunk_bytes`` of decoded values, read a batch of rows at a
+time (``pipeline.formats.parquet_batches``: a batch is cut where a part ends, whatever row group it
+is in); the object is read by ranges (the footer, then each row group's column chunks, each read
+once for its page headers and pyarrow: ``RangeReader.hold``), never whole. A row group that the
+footer says decompresses past ``pipeline.max_part_bytes`` fails the file (RowGroupTooLarge: write
+smaller row groups), as does one whose page headers say one batch of it may decode past it
+(GroupTooLarge), a row that decodes past it (RowTooLarge), or a file whose values decode past
+``pipeline.max_file_bytes`` (decision 110). An object that cannot be read by ranges (an internal
 stage's sealed file, a whole-file gzip wrapper, a key pyarrow cannot open) is first copied,
-decrypted and decompressed, to a temporary file on the worker's disk, and read by row group from
-there.
+decrypted and decompressed, to a temporary file on the worker's disk, and read from there.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ import pyarrow.parquet as pq
 from floe.catalog.models import FileFormat
 from floe.errors import FileLoadError
 from pipeline.chunks import FileTooLarge, PartTooLarge, Readable, TransportError, decompressed, fill
-from pipeline.formats import UTF8_BOM, RawFile, read_json, read_parquet_groups
+from pipeline.formats import UTF8_BOM, ParquetBatches, RawFile, parquet_raw, read_json, read_parts
 
 GROWTH_LIMIT = 4
 """A JSON part grows to this many chunk sizes looking for a boundary, then is cut at its last line
@@ -268,6 +270,8 @@ class RangeReader:
         self._inner = inner
         self._size = int(inner.size())
         self._pos = 0
+        self._held: list[tuple[int, memoryview]] = []
+        """Ranges read ahead (``hold``), served to pyarrow's reads that fall inside them."""
 
     def readable(self) -> bool:
         """A read stream."""
@@ -298,12 +302,32 @@ class RangeReader:
         n = max(0, min(n, self._size - self._pos))
         if n == 0:
             return b""
+        for start, held in self._held:
+            if start <= self._pos and self._pos + n <= start + len(held):
+                out = held[self._pos - start : self._pos - start + n]
+                self._pos += n
+                return out  # type: ignore[return-value]  # pyarrow takes any buffer
         try:
             data = bytes(self._inner.read_at(n, self._pos))
         except OSError as exc:
             raise TransportError(str(exc)) from exc
         self._pos += len(data)
         return data
+
+    def hold(self, offset: int, n: int) -> memoryview:
+        """Up to ``n`` bytes from ``offset``, kept until ``release`` for pyarrow's reads inside them:
+        a column chunk's page headers are read before pyarrow reads the chunk, from one request."""
+        n = max(0, min(n, self._size - offset))
+        try:
+            data = memoryview(bytes(self._inner.read_at(n, offset))) if n else memoryview(b"")
+        except OSError as exc:
+            raise TransportError(str(exc)) from exc
+        self._held.append((offset, data))
+        return data
+
+    def release(self) -> None:
+        """Forget the ranges held (a row group is read)."""
+        self._held.clear()
 
     def close(self) -> None:
         """The object is closed by whoever opened it."""
@@ -352,29 +376,6 @@ class _Prefixed:
         return self._rest.read(n)
 
 
-def parquet_groups(parquet: pq.ParquetFile, chunk_bytes: int) -> list[list[int]]:
-    """The file's row groups in runs of about ``chunk_bytes`` decompressed (at least one each)."""
-    md = parquet.metadata
-    runs: list[list[int]] = []
-    run: list[int] = []
-    size = 0
-    for g in range(md.num_row_groups):
-        group = _group_size(md, g)
-        if run and size + group > chunk_bytes:
-            runs.append(run)
-            run, size = [], 0
-        run.append(g)
-        size += group
-    if run:
-        runs.append(run)
-    return runs
-
-
-def _group_size(md: pq.FileMetaData, g: int) -> int:
-    rg = md.row_group(g)
-    return int(sum(rg.column(c).total_uncompressed_size for c in range(rg.num_columns)))
-
-
 def parquet_parts(
     parquet: pq.ParquetFile,
     fmt: FileFormat,
@@ -383,23 +384,34 @@ def parquet_parts(
     chunk_bytes: int,
     max_part_bytes: int,
     max_file_bytes: int,
+    source: Any,
 ) -> Iterator[RawFile]:
-    """An open Parquet file's rows a run of row groups at a time (``parquet_groups``), each a
-    RawFile numbered from 1 whose ``lines`` are its rows (Parquet has no lines: a row's line is its
-    row number). The footer's sizes are checked first: a row group past ``max_part_bytes``
-    (RowGroupTooLarge) or a file past ``max_file_bytes`` (FileTooLarge) fails before any is read."""
+    """An open Parquet file's rows in parts of about ``chunk_bytes`` decoded
+    (``pipeline.formats.parquet_batches.parts``), each a RawFile numbered from 1 whose ``lines``
+    are its rows (Parquet has no lines: a row's line is its row number). ``source``: what the file
+    was opened on.
+
+    The footer's sizes are checked first, as written: a row group past ``max_part_bytes``
+    (RowGroupTooLarge) or a file past ``max_file_bytes`` (FileTooLarge) fails before any is read.
+    Then each row group's page headers, and each batch's decoded values, are checked as it is read
+    (a row group whose pages alone pass ``max_part_bytes`` fails with GroupTooLarge)."""
     md = parquet.metadata
-    sizes = [_group_size(md, g) for g in range(md.num_row_groups)]
+    sizes = [
+        sum(md.row_group(g).column(c).total_uncompressed_size for c in range(md.num_columns))
+        for g in range(md.num_row_groups)
+    ]
     if sum(sizes) > max_file_bytes:
         raise FileTooLarge(path, max_file_bytes)
     for g, size in enumerate(sizes):
         if size > max_part_bytes:
             raise RowGroupTooLarge(path, max_part_bytes, g, size)
-    runs = parquet_groups(parquet, chunk_bytes)
-    if not runs:  # no row group: the file's columns, no rows
-        runs = [[]]
-    for groups in runs:
-        raw = read_parquet_groups(parquet, groups, fmt, path)
+    decoder = ParquetBatches(parquet, source, path)
+    tables = read_parts(
+        decoder, chunk_bytes=chunk_bytes, max_part_bytes=max_part_bytes, max_file_bytes=max_file_bytes
+    )
+    for table in tables:
+        raw = parquet_raw(table, parquet, fmt, path)
+        del table
         raw.lines = raw.rows_parsed
         yield raw
         del raw

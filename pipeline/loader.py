@@ -618,6 +618,7 @@ def _file_parts(
                     chunk_bytes=limits.chunk_bytes,
                     max_part_bytes=limits.max_part_bytes,
                     max_file_bytes=limits.max_file_bytes,
+                    source=source,
                 )
             )
         return

@@ -15,6 +15,8 @@ Numbering (the same for every format, used by METADATA$FILE_ROW_NUMBER and by lo
 
 The modules:
 
+- ``decoded``, ``parquet_pages``, ``parquet_batches``: what decoded values cost, counted before
+  they are made, and Parquet read a bounded batch of rows at a time (decision 110);
 - ``raw``: what every reader returns (RawFile, RowError), whole-file failures (FileParseError) and
   where invalid UTF-8 is;
 - ``staged_files``: ``read_raw``, COMPRESSION, and the choice of reader;
@@ -35,7 +37,8 @@ from pipeline.formats.csv_records import (
     show_marked,
 )
 from pipeline.formats.json_documents import read_checked_lines, read_json
-from pipeline.formats.parquet_rows import COLUMNAR_FORMATS, open_parquet, read_parquet_groups
+from pipeline.formats.parquet_batches import GroupTooLarge, ParquetBatches, RowTooLarge, read_parts
+from pipeline.formats.parquet_rows import COLUMNAR_FORMATS, open_parquet, parquet_raw, read_parquet_groups
 from pipeline.formats.raw import (
     CODE_END_OF_RECORD,
     CODE_EXTRA_FIELD,
@@ -57,19 +60,24 @@ __all__ = [
     "COLUMNAR_FORMATS",
     "UTF8_BOM",
     "FileParseError",
+    "GroupTooLarge",
+    "ParquetBatches",
     "RawFile",
     "RowError",
+    "RowTooLarge",
     "check_csv_options",
     "csv_field_character",
     "csv_record_text",
     "end_of_record_message",
     "field_spans",
     "open_parquet",
+    "parquet_raw",
     "read_checked_lines",
     "read_csv",
     "read_csv_part",
     "read_json",
     "read_parquet_groups",
+    "read_parts",
     "read_raw",
     "show_marked",
 ]

@@ -20,7 +20,6 @@ that is not UTF-8 is an error of its row (or U+FFFD with REPLACE_INVALID_CHARACT
 from __future__ import annotations
 
 import bz2
-import io
 import json
 import lzma
 import struct
@@ -29,15 +28,25 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from decimal import Decimal
-from typing import Any
+from typing import IO, Any, cast
 
 import pyarrow as pa
 import zstandard
 from fastavro import reader as avro_reader
+from fastavro._read_py import reader as avro_reader_py
 
 from floe.catalog.models import FileFormat
 from floe.errors import FileLoadError
 from pipeline.chunks import PartTooLarge
+from pipeline.formats.avro_weight import (
+    AvroError,
+    Weigher,
+    has_arrays_or_maps,
+    read_long,
+    recursive,
+    refuse_weightless_arrays,
+)
+from pipeline.formats.decoded import ROW_BYTES, batch_size
 from pipeline.formats.parquet_rows import columnar_raw
 from pipeline.formats.raw import CODE_INVALID_UTF8, RawFile, RowError, empty_raw, show_invalid
 
@@ -52,36 +61,109 @@ CODECS = ("null", "deflate", "snappy", "zstandard", "bzip2", "xz")
 """The block codecs Floe reads."""
 
 
-class _AvroError(Exception):
-    """The file is not a valid Avro object container file (the message says where it broke)."""
+_CORRUPT = (AvroError, ValueError, EOFError, zlib.error, lzma.LZMAError, zstandard.ZstdError, OSError)
 
 
-_CORRUPT = (_AvroError, ValueError, EOFError, zlib.error, lzma.LZMAError, zstandard.ZstdError, OSError)
+GROUP_RECORDS = 4096
+"""Records decoded into Python objects before they become Arrow columns: Python's objects of a
+record weigh several times its Arrow values, so only this many are held at once."""
+
+OBJECT_FACTOR = 256
+"""Most bytes of Python objects one byte of an Avro block can become (an array item of a record of
+one small integer: a dict and a list slot for one byte). A block of a schema with arrays or maps,
+one record of which may hold the whole block, is decoded at once only within a quarter of
+``max_bytes`` / OBJECT_FACTOR; a larger one is weighed first (``Weigher``), record by record."""
 
 
 def read_avro(body: bytes, fmt: FileFormat, path: str, max_bytes: int | None = None) -> RawFile:
-    """One staged Avro file (already without file-level COMPRESSION) as a RawFile."""
+    """One staged Avro file (already without file-level COMPRESSION) as a RawFile.
+
+    Read a block at a time (decompressed only when fastavro reaches it), its records a group at a
+    time into Arrow, every decoded byte counted against ``max_bytes`` (decision 110)."""
     if not body:
         return empty_raw([], "AVRO", path, b"", fmt)
+    limit = max_bytes if max_bytes is not None else 1 << 62
     try:
-        schema_json, plain = _uncompressed(body, path, max_bytes)
-        schema = json.loads(schema_json)
-    except _CORRUPT as exc:
+        meta, sync, pos = _header(body)
+        if "avro.schema" not in meta:
+            raise AvroError("its header has no avro.schema")
+        schema = json.loads(meta["avro.schema"].decode("utf-8"))
+    except (*_CORRUPT, RecursionError) as exc:
         raise FileLoadError(f"Error parsing the Avro file: {_detail(exc)}", file=path) from exc
     _record_fields(schema, path)
     errors = "replace" if fmt.replace_invalid_characters else "surrogateescape"
     try:
+        refuse_weightless_arrays(schema, {}, path)
+        deep = recursive(schema, {}, ())
         reader_schema, row_type, convert = _reading(schema, {}, ())
-        records: list[Any] = list(avro_reader(io.BytesIO(plain), reader_schema, handle_unicode_errors=errors))
-    except (_AvroError, ValueError, EOFError, TypeError, KeyError, IndexError, OverflowError) as exc:
+        codec = meta.get("avro.codec", b"null").decode("utf-8", "replace")
+        many = has_arrays_or_maps(schema, {}, ())
+        blocks = _PlainBlocks(
+            body, pos, sync, meta["avro.schema"], codec, path, limit, schema if many else None
+        )
+        # A recursive type's values nest as deep as the data says: fastavro's compiled reader
+        # recurses in C and a deep enough value crashes the process, where its Python reader stops
+        # at Python's recursion limit (RecursionError).
+        read = avro_reader_py if deep else avro_reader
+        records = read(cast(IO[bytes], blocks), reader_schema, handle_unicode_errors=errors)
+        raw = _records_raw(records, blocks, convert, pa.schema(list(row_type)), fmt, path, limit)
+    except RecursionError as exc:
+        raise FileLoadError(
+            "Error parsing the Avro file: a value of a recursive type is nested more than Python's "
+            "recursion limit allows",
+            file=path,
+        ) from exc
+    except (AvroError, ValueError, EOFError, TypeError, KeyError, IndexError, OverflowError) as exc:
         raise FileLoadError(f"Error parsing the Avro file: {_detail(exc)}", file=path) from exc
-    if convert is not None:
-        records = [convert(rec) for rec in records]
-    table, bad = _table(records, pa.schema(list(row_type)))
+    except _CORRUPT as exc:
+        raise FileLoadError(f"Error parsing the Avro file: {_detail(exc)}", file=path) from exc
+    return raw
+
+
+def _records_raw(
+    records: Iterator[Any],
+    blocks: _PlainBlocks,
+    convert: Convert | None,
+    schema: pa.Schema,
+    fmt: FileFormat,
+    path: str,
+    limit: int,
+) -> RawFile:
+    """The records as a RawFile, converted a group at a time, failing past ``limit`` decoded. A
+    group ends with its block, after GROUP_RECORDS records, or once its records' Python objects
+    (as weighed) reach a quarter of the limit."""
+    tables: list[pa.Table] = []
+    bad: dict[int, str] = {}
+    held = total = weight = 0
+    group: list[Any] = []
+    block = blocks.index
+
+    def flush() -> None:
+        nonlocal held, weight
+        table, group_bad = _table(group, schema)
+        bad.update({total - len(group) + i: m for i, m in group_bad.items()})
+        held += sum(batch_size(b) for b in table.to_batches()) + ROW_BYTES * len(group_bad)
+        if held > limit:
+            raise PartTooLarge(path, limit, record=False, kind="Avro", decoded=True)
+        tables.append(table)
+        group.clear()
+        weight = 0
+
+    for record in records:
+        if blocks.index != block:  # the record is the next block's: the last block's records first
+            flush()
+            block = blocks.index
+        group.append(record if convert is None else convert(record))
+        total += 1
+        weight += blocks.weight()
+        if len(group) >= GROUP_RECORDS or weight >= limit // 4:
+            flush()
+    flush()
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     raw = columnar_raw(table, "AVRO", path, fmt)
     if not bad:
         return raw
-    return _with_bad_rows(raw, bad, len(records))
+    return _with_bad_rows(raw, bad, total)
 
 
 def _detail(exc: BaseException) -> str:
@@ -105,23 +187,6 @@ def _record_fields(schema: Any, path: str) -> None:
 # The container: header, then blocks of records, each compressed by the file's codec
 
 
-def _long(data: bytes, pos: int) -> tuple[int, int]:
-    """An Avro long (zig-zag varint) at pos; returns it and the position after it."""
-    shift = 0
-    acc = 0
-    while True:
-        if pos >= len(data):
-            raise _AvroError("the file ends inside a number")
-        b = data[pos]
-        pos += 1
-        acc |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (acc >> 1) ^ -(acc & 1), pos
-        shift += 7
-        if shift > 63:
-            raise _AvroError("a number is longer than 64 bits")
-
-
 def _put_long(value: int) -> bytes:
     acc = (value << 1) ^ (value >> 63)
     out = bytearray()
@@ -133,63 +198,98 @@ def _put_long(value: int) -> bytes:
 
 
 def _bytes(data: bytes, pos: int) -> tuple[bytes, int]:
-    size, pos = _long(data, pos)
+    size, pos = read_long(data, pos)
     if size < 0 or pos + size > len(data):
-        raise _AvroError("the file ends inside a value")
+        raise AvroError("the file ends inside a value")
     return data[pos : pos + size], pos + size
 
 
 def _header(data: bytes) -> tuple[dict[str, bytes], bytes, int]:
     """The file's metadata, its sync marker and where its first block starts."""
     if not data.startswith(MAGIC):
-        raise _AvroError("not an Avro object container file (it does not start with 'Obj' 0x01)")
+        raise AvroError("not an Avro object container file (it does not start with 'Obj' 0x01)")
     meta: dict[str, bytes] = {}
     pos = len(MAGIC)
     while True:
-        count, pos = _long(data, pos)
+        count, pos = read_long(data, pos)
         if count == 0:
             break
         if count < 0:
             count = -count
-            _, pos = _long(data, pos)  # the block's size in bytes
+            _, pos = read_long(data, pos)  # the block's size in bytes
         for _ in range(count):
             key, pos = _bytes(data, pos)
             value, pos = _bytes(data, pos)
             meta[key.decode("utf-8", "replace")] = value
     if pos + _SYNC_SIZE > len(data):
-        raise _AvroError("the file ends inside its header")
+        raise AvroError("the file ends inside its header")
     return meta, data[pos : pos + _SYNC_SIZE], pos + _SYNC_SIZE
 
 
 def _blocks(data: bytes, pos: int, sync: bytes) -> Iterator[tuple[int, bytes]]:
     """(record count, stored bytes) of each block."""
     while pos < len(data):
-        count, pos = _long(data, pos)
+        count, pos = read_long(data, pos)
         block, pos = _bytes(data, pos)
         if data[pos : pos + _SYNC_SIZE] != sync:
-            raise _AvroError("a block is not followed by the file's sync marker")
+            raise AvroError("a block is not followed by the file's sync marker")
         pos += _SYNC_SIZE
         yield count, block
 
 
-def _uncompressed(body: bytes, path: str, max_bytes: int | None) -> tuple[str, bytes]:
-    """The file's schema (JSON text) and the file again with its blocks decompressed (codec null)."""
-    meta, sync, pos = _header(body)
-    codec = meta.get("avro.codec", b"null").decode("utf-8", "replace")
-    if "avro.schema" not in meta:
-        raise _AvroError("its header has no avro.schema")
-    budget = max_bytes if max_bytes is not None else 1 << 62
-    out = [MAGIC, _put_long(2)]
-    for key, value in (("avro.schema", meta["avro.schema"]), ("avro.codec", b"null")):
-        out += [_put_long(len(key)), key.encode(), _put_long(len(value)), value]
-    out += [_put_long(0), sync]
-    for count, block in _blocks(body, pos, sync):
-        plain = _inflate(codec, block, budget)
-        if plain is None:
-            raise PartTooLarge(path, budget, record=False, kind="Avro")
-        budget -= len(plain)
-        out += [_put_long(count), _put_long(len(plain)), plain, sync]
-    return meta["avro.schema"].decode("utf-8"), b"".join(out)
+class _PlainBlocks:
+    """The file as fastavro reads it: the header again with codec null, then each block decompressed
+    only when fastavro reads up to it, so one block's bytes are held at a time. A block past
+    ``limit`` fails the file. With ``schema`` (one with arrays or maps, one record of which may hold
+    a whole block of small values), a block too large for its Python objects to be safely made at
+    once is weighed first, record by record (``Weigher``)."""
+
+    def __init__(
+        self, body: bytes, pos: int, sync: bytes, text: bytes, codec: str, path: str, limit: int, schema: Any
+    ) -> None:
+        out = [MAGIC, _put_long(2)]
+        for key, value in (("avro.schema", text), ("avro.codec", b"null")):
+            out += [_put_long(len(key)), key.encode(), _put_long(len(value)), value]
+        out += [_put_long(0), sync]
+        self._buffer = memoryview(b"".join(out))
+        self._blocks = _blocks(body, pos, sync)
+        self._sync = sync
+        self._codec = codec
+        self._path = path
+        self._limit = limit
+        self._schema = schema
+        self._small = max(1, limit // 4 // OBJECT_FACTOR)
+        self._weights: list[int] = []
+        self._small_weight = 0
+        self.index = 0
+        """Blocks read so far (fastavro reads a block once it has yielded the records before it)."""
+
+    def weight(self) -> int:
+        """Bytes the next record's Python objects may take (in the order fastavro yields them)."""
+        return self._weights.pop() if self._weights else self._small_weight
+
+    def read(self, n: int = -1, /) -> bytes:
+        while not self._buffer:
+            block = next(self._blocks, None)
+            if block is None:
+                return b""
+            count, stored = block
+            plain = _inflate(self._codec, stored, self._limit)
+            if plain is None:
+                raise PartTooLarge(self._path, self._limit, record=False, kind="Avro")
+            self._weights = []
+            self._small_weight = 0
+            if self._schema is not None and len(plain) > self._small:
+                self._weights = Weigher(plain, self._schema, self._path, self._limit // 4).records(count)
+                self._weights.reverse()
+            elif self._schema is not None:
+                self._small_weight = len(plain) * OBJECT_FACTOR // max(1, count)
+            self.index += 1
+            self._buffer = memoryview(b"".join([_put_long(count), _put_long(len(plain)), plain, self._sync]))
+        if n < 0:
+            n = len(self._buffer)
+        out, self._buffer = self._buffer[:n], self._buffer[n:]
+        return bytes(out)
 
 
 def _inflate(codec: str, block: bytes, budget: int) -> bytes | None:
@@ -213,15 +313,15 @@ def _inflate(codec: str, block: bytes, budget: int) -> bytes | None:
             plain = b"".join(parts)
     elif codec == "snappy":  # raw snappy, then the CRC-32 (big-endian) of the uncompressed bytes
         if len(block) < 5:
-            raise _AvroError("a snappy block is too short")
+            raise AvroError("a snappy block is too short")
         size, _ = _varint(block[:-4])
         if size > budget:
             return None
         plain = pa.Codec("snappy").decompress(block[:-4], decompressed_size=size).to_pybytes()
         if struct.unpack(">I", block[-4:])[0] != zlib.crc32(plain):
-            raise _AvroError("a snappy block's checksum does not match")
+            raise AvroError("a snappy block's checksum does not match")
     else:
-        raise _AvroError(f"its codec '{codec}' is not supported ({', '.join(CODECS)})")
+        raise AvroError(f"its codec '{codec}' is not supported ({', '.join(CODECS)})")
     return None if len(plain) > budget else plain
 
 
@@ -235,7 +335,7 @@ def _varint(data: bytes) -> tuple[int, int]:
         if not b & 0x80:
             return acc, pos
         shift += 7
-    raise _AvroError("a snappy block has no valid length")
+    raise AvroError("a snappy block has no valid length")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,7 +390,7 @@ def _reading(t: Any, names: dict[str, Any], seen: tuple[str, ...]) -> tuple[Any,
         return {**t, "values": avro_type}, pa.map_(pa.string(), arrow_type), _map_convert(convert)
     if isinstance(kind, (str, dict, list)):
         return _reading(kind, names, seen)  # {"type": "long"} and the like
-    raise _AvroError(f"unknown type {json.dumps(t)}")
+    raise AvroError(f"unknown type {json.dumps(t)}")
 
 
 _PRIMITIVE: dict[str, pa.DataType] = {

@@ -39,7 +39,8 @@ import pyarrow.parquet as pq
 
 from floe.catalog.models import FileFormat
 from floe.errors import FileLoadError
-from pipeline.chunks import PartTooLarge, TransportError
+from pipeline.chunks import TransportError
+from pipeline.formats.parquet_batches import ParquetBatches, read_whole
 from pipeline.formats.raw import CODE_INVALID_UTF8, RawFile, RowError, empty_raw, show_invalid
 
 _PARQUET_SOURCE = re.compile(r"^Could not open Parquet input source '[^']*': ")
@@ -51,25 +52,18 @@ LeafFn = Callable[[pa.Array], pa.Array]
 """A new array for one leaf array of a column (same length)."""
 
 
-def _parquet_inflated(parquet: pq.ParquetFile) -> int:
-    """Bytes the file's column chunks take once their pages are decompressed, from its footer."""
-    md = parquet.metadata
-    return sum(
-        md.row_group(g).column(c).total_uncompressed_size
-        for g in range(md.num_row_groups)
-        for c in range(md.num_columns)
-    )
-
-
 def read_parquet(body: bytes, fmt: FileFormat, path: str, max_bytes: int | None = None) -> RawFile:
+    """A Parquet file read whole, a batch of rows at a time, failing (PartTooLarge) as soon as its
+    values decode past ``max_bytes`` (``parquet_batches``): its footer's sizes count encoded pages,
+    and a dictionary, runs of NULLs or nesting make far more of them."""
     if not body:
         return empty_raw([], "PARQUET", path, b"", fmt)
-    parquet = open_parquet(pa.BufferReader(body), path)
-    # Parquet's own page compression is a bomb too: its footer says how far it inflates, and
-    # pyarrow allocates pages by their headers' sizes, which must agree with the footer's.
-    if max_bytes is not None and _parquet_inflated(parquet) > max_bytes:
-        raise PartTooLarge(path, max_bytes, record=False, kind="Parquet")
-    return read_parquet_groups(parquet, None, fmt, path)
+    source = pa.BufferReader(body)
+    parquet = open_parquet(source, path)
+    groups = range(parquet.metadata.num_row_groups)
+    return parquet_raw(
+        read_whole(ParquetBatches(parquet, source, path), groups, max_bytes), parquet, fmt, path
+    )
 
 
 def open_parquet(source: pa.NativeFile, path: str) -> pq.ParquetFile:
@@ -88,20 +82,16 @@ def open_parquet(source: pa.NativeFile, path: str) -> pq.ParquetFile:
 
 
 def read_parquet_groups(
-    parquet: pq.ParquetFile, groups: Sequence[int] | None, fmt: FileFormat, path: str
+    parquet: pq.ParquetFile, source: pa.NativeFile, groups: Sequence[int], fmt: FileFormat, path: str
 ) -> RawFile:
-    """Row groups ``groups`` of an open Parquet file (None: all of it) as a RawFile; a large file is
-    read a few row groups at a time (``pipeline.large_files``), each such part numbered from 1."""
-    try:
-        table = parquet.read() if groups is None else parquet.read_row_groups(list(groups))
-        table.schema.names  # noqa: B018 - pyarrow decodes names lazily: a bad one raises only here
-    except TransportError:
-        raise
-    except UnicodeDecodeError as exc:
-        raise FileLoadError("Error parsing the parquet file: a column name is not UTF-8", file=path) from exc
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        detail = _PARQUET_SOURCE.sub("", str(exc))
-        raise FileLoadError(f"Error parsing the parquet file: {detail}", file=path) from exc
+    """Row groups ``groups`` of a Parquet file open on ``source`` as one RawFile, unbounded (the
+    caller has bounded them)."""
+    return parquet_raw(read_whole(ParquetBatches(parquet, source, path), groups, None), parquet, fmt, path)
+
+
+def parquet_raw(table: pa.Table, parquet: pq.ParquetFile, fmt: FileFormat, path: str) -> RawFile:
+    """Decoded rows of a Parquet file as a RawFile numbered from 1: its logical types as Snowflake
+    reads them, maps and lists as its reader shows them (USE_VECTORIZED_SCANNER = FALSE)."""
     table = _snowflake_types(table, parquet.schema, fmt)
     if not fmt.use_vectorized_scanner:
         table = reader_shapes(table)

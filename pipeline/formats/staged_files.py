@@ -4,7 +4,8 @@ COMPRESSION: AUTO recognises gzip, bzip2 and zstd by magic bytes; GZIP, BZ2, ZST
 RAW_DEFLATE and NONE can be forced. A UTF-8 byte order mark is skipped unless SKIP_BYTE_ORDER_MARK =
 FALSE (CSV: after ENCODING is converted to UTF-8, by the CSV reader). Decompression is incremental
 and bounded (``max_bytes``), so a decompression bomb fails its file (PartTooLarge) instead of
-filling the worker's memory.
+filling the worker's memory; so is decoding Parquet, Avro and ORC, whose values are counted as they
+are decoded (decision 110).
 """
 
 from __future__ import annotations

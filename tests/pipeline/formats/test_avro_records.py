@@ -23,6 +23,7 @@ from floe.errors import FileLoadError
 from pipeline.chunks import PartTooLarge
 from pipeline.formats import RawFile, read_raw
 from tests.pipeline.formats.transform_support import VARIANT_TABLE, compile_for, load
+from tests.security.attacks import bombs
 
 pytestmark = pytest.mark.unit
 
@@ -416,3 +417,36 @@ def test_a_field_that_does_not_convert_is_an_error_of_its_row() -> None:
     rows, result = load(compiled, avro_bytes(RECORDS[:1]), "f.avro")
     assert rows == []
     assert result.first_error is not None and "Numeric value 'Ann' is not recognized" in result.first_error
+
+
+# ---------------------------------------------------------------------------------------------
+# Decode bounds (decision 110)
+
+
+def test_an_array_of_nulls_is_refused_before_it_is_read() -> None:
+    with pytest.raises(FileLoadError, match="array whose items are null"):
+        avro(bombs.avro_null_array(10**12))
+
+
+def test_a_recursive_value_nested_too_deeply_fails_its_file() -> None:
+    """A linked list 10,000 levels deep (fastavro's compiled reader would crash far deeper: the
+    Python one stops at Python's recursion limit); a shallow one reads as JSON below its first level."""
+    with pytest.raises(FileLoadError, match="nested more than Python's recursion limit"):
+        avro(bombs.avro_recursive(10_000))
+    assert avro(bombs.avro_recursive(3)).table.to_pylist() == [{"next": '{"next":{"next":{"next":null}}}'}]
+
+
+def test_a_record_of_many_small_values_is_weighed_before_it_is_read() -> None:
+    """One record of 4M one-byte integers (4 MB decompressed, a few KB stored) would be 4M Python
+    objects: past a quarter of an 8 MiB bound it fails before fastavro makes them; within 1 GiB it
+    reads."""
+    data = bombs.avro_small_values(4_000_000)
+    with pytest.raises(PartTooLarge, match=r"a quarter of pipeline\.max_part_bytes"):
+        avro(data, max_bytes=8 << 20)
+    assert avro(data, max_bytes=1 << 30).num_rows == 1
+
+
+def test_zero_byte_records_count_their_rows() -> None:
+    with pytest.raises(PartTooLarge, match="decodes to more than 1 MiB"):
+        avro(bombs.avro_empty_records(1_000_000), max_bytes=1 << 20)
+    assert avro(bombs.avro_empty_records(1000), max_bytes=1 << 20).num_rows == 1000

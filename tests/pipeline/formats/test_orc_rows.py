@@ -18,7 +18,9 @@ from floe.catalog.models import Column, FileFormat, Table
 from floe.errors import CompilationError, FileLoadError
 from pipeline.chunks import PartTooLarge
 from pipeline.formats import RawFile, read_raw
+from pipeline.formats.orc_stripes import plan_orc
 from tests.pipeline.formats.transform_support import VARIANT_TABLE, compile_for, load
+from tests.security.attacks import bombs
 
 pytestmark = pytest.mark.unit
 
@@ -177,3 +179,52 @@ def test_plain_copy_into_one_variant_column_loads_each_row_whole() -> None:
 def test_a_dollar_two_is_refused_at_compile_time() -> None:
     with pytest.raises(CompilationError, match=r"ORC files have only \$1"):
         compile_for(VARIANT_TABLE, type="ORC", select=["$2"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Decode bounds (decision 110): the lengths ORC's run-length encodings hold are decoded exactly
+
+LENGTHS = {
+    "short-repeat": [3] * 5000,
+    "increasing": list(range(2000)),
+    "decreasing": list(range(2000, 0, -1)),
+    "random": [(i * 7919) % 41 for i in range(5000)],
+    "outliers": [(i % 4) if i % 100 else 5000 for i in range(3000)],
+}
+
+
+@pytest.mark.parametrize("version", ["0.11", "0.12"])
+@pytest.mark.parametrize("pattern", list(LENGTHS))
+def test_list_lengths_are_decoded_exactly_in_both_run_length_encodings(version: str, pattern: str) -> None:
+    """ORC 0.11 writes lengths in RLE version 1, 0.12 in version 2 (short repeats, direct runs, deltas
+    and patched bases): the values under the lists are what the plan reserves, 9 bytes each."""
+    lengths = LENGTHS[pattern]
+    column = pa.array([[1] * n for n in lengths], pa.list_(pa.int64()))
+    data = orc_bytes(pa.table({"l": column}), file_version=version, compression="zlib")
+    source = orc.ORCFile(pa.BufferReader(data))
+    plan = plan_orc(
+        data, source.reader.serialized_file_tail(), source.compression, source.compression_size, 1 << 40
+    )
+    assert plan.nested == 9 * sum(lengths)
+
+
+def test_a_dictionary_string_counts_as_long_as_its_rows_make_it() -> None:
+    """10k rows of one 1,000-character dictionary string: 10 MB decoded from a few KB."""
+    data = orc_bytes(
+        pa.table({"s": pa.array(["x" * 1000]).take(pa.array([0] * 10_000))}),
+        compression="zstd",
+        dictionary_key_size_threshold=1.0,
+    )
+    assert len(data) < 10_000
+    with pytest.raises(PartTooLarge, match=r"decodes to more than 4 MiB \(pipeline.max_part_bytes\)"):
+        read(data, max_bytes=4 << 20)
+    assert read(data, max_bytes=64 << 20).num_rows == 10_000
+
+
+def test_a_list_whose_values_may_pass_the_bound_fails_unread() -> None:
+    """One row holding a million NULL elements: 9 MB of values from a few hundred bytes, refused from
+    the stripe's lengths before any batch is decoded."""
+    data = bombs.orc_nested_nulls(1_000_000)
+    with pytest.raises(PartTooLarge, match="decodes to more than 4 MiB"):
+        read(data, max_bytes=4 << 20)
+    assert read(data, max_bytes=64 << 20).num_rows == 1

@@ -24,6 +24,7 @@ from pipeline.formats.parquet_rows import (
     read_parquet_groups,
     reader_shapes,
 )
+from tests.security.attacks import bombs
 
 pytestmark = pytest.mark.unit
 
@@ -82,7 +83,8 @@ def test_parquet_string_that_is_not_utf8_is_an_error_of_its_row() -> None:
 
 
 def test_a_parquet_file_whose_pages_inflate_past_the_bound_fails_unread() -> None:
-    """Parquet's own page compression: 64 MiB of one repeated string zstd-compress to a few KiB."""
+    """Parquet's own page compression: 64 MiB of one repeated string zstd-compress to a few KiB. Read,
+    its one page and the strings decoded from it are held at once: 128 MiB (decision 110)."""
     buf = io.BytesIO()
     value = "x" * (1 << 20)
     pq.write_table(
@@ -92,7 +94,7 @@ def test_a_parquet_file_whose_pages_inflate_past_the_bound_fails_unread() -> Non
     assert len(bomb) < 1 << 20  # small as stored
     with pytest.raises(PartTooLarge, match="and Parquet files are read whole"):
         read_raw(bomb, FileFormat(type="PARQUET"), path="bomb.parquet", max_bytes=16 << 20)
-    assert read_raw(bomb, FileFormat(type="PARQUET"), path="bomb.parquet", max_bytes=128 << 20).num_rows == 64
+    assert read_raw(bomb, FileFormat(type="PARQUET"), path="bomb.parquet", max_bytes=160 << 20).num_rows == 64
 
 
 # ---------------------------------------------------------------------------------------------
@@ -347,8 +349,9 @@ def test_parts_of_a_file_read_as_the_whole_file() -> None:
     pq.write_table(table, buf, row_group_size=7)
     fmt = FileFormat(type="PARQUET")
     whole = read_raw(buf.getvalue(), fmt, path="f.parquet").table.to_pylist()
-    parquet = open_parquet(pa.BufferReader(buf.getvalue()), "f.parquet")
-    parts = [read_parquet_groups(parquet, [g], fmt, "f.parquet").table.to_pylist() for g in range(5)]
+    source = pa.BufferReader(buf.getvalue())
+    parquet = open_parquet(source, "f.parquet")
+    parts = [read_parquet_groups(parquet, source, [g], fmt, "f.parquet").table.to_pylist() for g in range(5)]
     assert [row for part in parts for row in part] == whole
     assert whole[1] == {"m": _entries(("k", 1)), "l": [1]}
 
@@ -366,3 +369,45 @@ def test_chunks_with_and_without_null_elements_keep_one_column_type() -> None:
     assert shaped.to_pylist() == [{"l": [1, 2], "n": 1}, {"l": [3], "n": None}]
     assert shaped.type == struct
     assert shaped.type.field("l").metadata == {b"PARQUET:field_id": b"7"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Decode bounds (decision 110): values are counted as decoded, and pages as their headers say
+
+
+def test_a_dictionary_column_is_counted_by_the_strings_its_rows_stand_for() -> None:
+    """20k rows of one 1,000-character dictionary string: 20 MB decoded from a few KB stored, read
+    as pyarrow reads it within a bound that holds it, refused within one that does not."""
+    data = bombs.parquet_dictionary(20_000, 1000)
+    assert len(data) < 20_000
+    fmt = FileFormat(type="PARQUET")
+    with pytest.raises(PartTooLarge, match=r"decodes to more than 8 MiB \(pipeline.max_part_bytes\)"):
+        read_raw(data, fmt, path="d.parquet", max_bytes=8 << 20)
+    raw = read_raw(data, fmt, path="d.parquet", max_bytes=64 << 20)
+    assert raw.table.column("s").to_pylist() == pq.read_table(pa.BufferReader(data)).column("s").to_pylist()
+
+
+def test_a_page_larger_than_its_footer_says_is_counted_as_its_header_says() -> None:
+    """The footer says 1,000 bytes; the page inflates to 8 MiB: refused within 4 MiB, as it would be
+    had the footer told the truth, and read within 64 MiB."""
+    data = bombs.parquet_understated(8 << 20)
+    meta = pq.ParquetFile(pa.BufferReader(data)).metadata
+    assert meta.row_group(0).column(0).total_uncompressed_size == 1000
+    fmt = FileFormat(type="PARQUET")
+    with pytest.raises(PartTooLarge):
+        read_raw(data, fmt, path="u.parquet", max_bytes=4 << 20)
+    assert read_raw(data, fmt, path="u.parquet", max_bytes=64 << 20).num_rows == 1
+
+
+@pytest.mark.parametrize(
+    "columns", [{"n": pa.array([None] * 5000, pa.int64())}, {"l": pa.array([[None] * 5000])}]
+)
+def test_nulls_and_list_elements_count_as_the_values_they_decode_to(columns: dict[str, pa.Array]) -> None:
+    """5,000 NULLs in rows, or in one row's list: runs of one level, a few bytes stored, 8 bytes and a
+    bit each decoded."""
+    buf = io.BytesIO()
+    pq.write_table(pa.table(columns), buf, compression="zstd")
+    fmt = FileFormat(type="PARQUET")
+    with pytest.raises(PartTooLarge):
+        read_raw(buf.getvalue(), fmt, path="n.parquet", max_bytes=20_000)
+    assert read_raw(buf.getvalue(), fmt, path="n.parquet", max_bytes=1 << 20).table.num_rows >= 1
