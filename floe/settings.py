@@ -340,7 +340,8 @@ class PipelineSettings(_Section):
     """Largest decompressed piece held in memory at once: a whole-read file (past it, a CSV, JSON or
     Parquet file is loaded in parts instead), a part of a streamed file that has not reached a record
     end, or a Parquet row; past it the file fails. Parquet, Avro and ORC count decoded values,
-    dictionary-expanded strings, NULLs and list values included (decision 110)."""
+    dictionary-expanded strings, NULLs and list values included; CSV and JSON their text and what
+    each record costs once parsed (decision 110)."""
     max_errors_per_file: int = Field(default=100, ge=1, le=10_000)
     """Errors of one file whose detail (message, place, record) is kept for 14 days and shown by
     VALIDATE_PIPE_LOAD; the file's error count in COPY_HISTORY counts them all."""

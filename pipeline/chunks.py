@@ -364,6 +364,38 @@ def transcoded(stream: Readable, fmt: FileFormat) -> Readable:
 
 
 # ---------------------------------------------------------------------------------------------
+# Text: no dictionary, but every record costs its numbers and objects whatever its bytes
+
+CSV_ROW_BYTES = 48
+"""What a CSV row costs once parsed besides its text: its row and line numbers, and the parser's
+own arrays of positions (measured: 57 bytes a row of one two-byte field)."""
+CSV_FIELD_BYTES = 12
+"""What a CSV field costs besides its text: its offset and validity in the raw table, and its
+positions while parsed (measured: about 10.5 bytes a field of 51-field rows)."""
+JSON_RECORD_BYTES = 128
+"""What a JSON document (or outer array element) costs besides its text: its Python string, row
+and line numbers (measured: 119 bytes a two-byte document)."""
+CHECK_EVERY = 4096
+"""Records read between two checks of a JSON text's cost."""
+
+
+def csv_size(text: bytes | memoryview, record_token: bytes, field_token: bytes) -> int:
+    """Most bytes CSV text takes once parsed: each record delimiter may end a row, each field
+    delimiter start a field (quoted ones count too: an over-estimate)."""
+    data = bytes(text) if isinstance(text, memoryview) else text
+    rows = (data.count(record_token) if record_token else 0) + 1
+    fields = rows + (data.count(field_token) if field_token else 0)
+    return len(data) + rows * CSV_ROW_BYTES + fields * CSV_FIELD_BYTES
+
+
+def json_size(text: bytes, records: int | None = None) -> int:
+    """Bytes JSON text takes once read into documents: ``records`` of them, or as many as it has
+    lines (a document a line, as NDJSON has; the reader counts the documents it finds as well)."""
+    count = text.count(b"\n") + 1 if records is None else records
+    return len(text) + count * JSON_RECORD_BYTES
+
+
+# ---------------------------------------------------------------------------------------------
 # Record boundaries
 
 
@@ -394,7 +426,7 @@ def _escaped(positions: np.ndarray, escapes: np.ndarray, width: int) -> np.ndarr
     return escaped
 
 
-def _boundary_token(fmt: FileFormat) -> bytes:
+def record_token(fmt: FileFormat) -> bytes:
     """The bytes that end a record: the RECORD_DELIMITER (LF for the logical newline, which also
     ends CR LF), empty for NONE."""
     delimiter = fmt.record_delimiter
@@ -423,7 +455,7 @@ def first_record_end(buf: bytes, fmt: FileFormat) -> int:
 def _record_ends(buf: bytes, fmt: FileFormat) -> np.ndarray:
     """Offsets just past each record delimiter of ``buf`` that ends a record (``record_end``)."""
     none = np.zeros(0, dtype=np.int64)
-    token = _boundary_token(fmt)
+    token = record_token(fmt)
     if not token:
         return none
     data = np.frombuffer(buf, dtype=np.uint8)
@@ -449,9 +481,47 @@ def _record_ends(buf: bytes, fmt: FileFormat) -> np.ndarray:
     return ends
 
 
+_MIN_TARGET = 64 * 1024
+"""Fewest bytes a part of dense rows reads on."""
+
+
+def _csv_cost(buf: bytes | memoryview, fmt: FileFormat) -> int:
+    field = fmt.field_delimiter.encode("utf-8") if fmt.field_delimiter else b""
+    return csv_size(buf, record_token(fmt), field)
+
+
+def _within_cost(buf: bytes, cut: int, chunk_bytes: int, budget: int, fmt: FileFormat) -> int:
+    """``cut``, or, when the rows before it cost more than ``budget`` once parsed
+    (``csv_size``), an earlier record end where they cost about ``chunk_bytes``."""
+    cost = _csv_cost(memoryview(buf)[:cut], fmt)
+    if cost <= budget:
+        return cut
+    earlier = record_end(buf[: max(1, cut * chunk_bytes // cost)], fmt)
+    return earlier if earlier > 0 else cut
+
+
+def _dense_window(buf: bytes, chunk_bytes: int, budget: int, fmt: FileFormat) -> bytes:
+    """``buf``, or, when its rows cost more than ``budget`` once parsed, its first bytes whose rows
+    cost about ``chunk_bytes``."""
+    cost = _csv_cost(buf, fmt)
+    return buf if cost <= budget else buf[: max(1, len(buf) * chunk_bytes // cost)]
+
+
+def _costly_tail(buf: bytes, chunk_bytes: int, budget: int, fmt: FileFormat) -> Iterator[bytes]:
+    """The stream's last bytes as parts: one, unless its rows cost more than ``budget``."""
+    while buf:
+        window = _dense_window(buf, chunk_bytes, budget, fmt)
+        cut = record_end(window, fmt) if window is not buf else -1
+        if cut <= 0:  # within the budget (or no record end to cut at): the rest is the last part
+            yield buf
+            return
+        yield buf[:cut]
+        buf = buf[cut:]
+
+
 def _last_delimiter(buf: bytes, fmt: FileFormat) -> int:
     """Offset just past the last record delimiter of ``buf``, quotes and escapes aside; -1 if none."""
-    token = _boundary_token(fmt)
+    token = record_token(fmt)
     at = buf.rfind(token) if token else -1
     return at + len(token) if at >= 0 else -1
 
@@ -503,15 +573,21 @@ def _record_parts(
     stream = transcoded(stream, fmt)
     guarded = fmt.field_optionally_enclosed_by is not None or bool(fmt.escape_unenclosed_field)
     ceiling = max_part_bytes + 1 if max_part_bytes is not None else None
+    # What a part's rows may cost once parsed (``csv_size``); past it, short rows make the part
+    # shorter than chunk_bytes of text (decision 110).
+    budget = 2 * chunk_bytes if max_part_bytes is None else min(2 * chunk_bytes, max_part_bytes)
     carry = b""
     target = chunk_bytes if ceiling is None else min(chunk_bytes, ceiling)
     while True:
         buf, eof = fill(stream, carry, target)
         if eof:
-            if buf:
-                yield buf
+            yield from _costly_tail(buf, chunk_bytes, budget, fmt)
             return
-        cut = record_end(buf, fmt)
+        # Dense rows: look for the part's end within what costs about chunk_bytes, not in all of
+        # buf (finding record ends costs several times the bytes searched).
+        cut = record_end(_dense_window(buf, chunk_bytes, budget, fmt), fmt)
+        if cut < 0:
+            cut = record_end(buf, fmt)
         if cut < 0 and guarded and len(buf) >= _GROWTH_LIMIT * chunk_bytes:
             cut = _last_delimiter(buf, fmt)
         if cut < 0 and ceiling is not None and len(buf) >= ceiling:
@@ -522,5 +598,10 @@ def _record_parts(
             if ceiling is not None:
                 target = min(target, ceiling)
             continue
-        carry, target = buf[cut:], chunk_bytes if ceiling is None else min(chunk_bytes, ceiling)
+        shorter = _within_cost(buf, cut, chunk_bytes, budget, fmt)
+        # Dense rows: read on a part's worth at a time, not chunk_bytes, until they are not.
+        target = chunk_bytes if shorter == cut else max(_MIN_TARGET, shorter)
+        if ceiling is not None:
+            target = min(target, ceiling)
+        carry, cut = buf[shorter:], shorter
         yield buf[:cut]

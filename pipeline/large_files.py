@@ -50,7 +50,15 @@ import pyarrow.parquet as pq
 
 from floe.catalog.models import FileFormat
 from floe.errors import FileLoadError
-from pipeline.chunks import FileTooLarge, PartTooLarge, Readable, TransportError, decompressed, fill
+from pipeline.chunks import (
+    FileTooLarge,
+    PartTooLarge,
+    Readable,
+    TransportError,
+    decompressed,
+    fill,
+    json_size,
+)
 from pipeline.formats import UTF8_BOM, ParquetBatches, RawFile, parquet_raw, read_json, read_parts
 
 GROWTH_LIMIT = 4
@@ -220,16 +228,31 @@ def json_parts(
     def capped(n: int) -> int:
         return n if ceiling is None else min(n, ceiling)
 
+    # What a part's documents may cost once read (``chunks.json_size``); past it, short documents
+    # make the part shorter than chunk_bytes of text (decision 110).
+    budget = 2 * chunk_bytes if max_part_bytes is None else min(2 * chunk_bytes, max_part_bytes)
+    strip = fmt.strip_outer_array
     carry = b""
     in_array = False
     target = capped(chunk_bytes)
     while True:
         buf, eof = fill(stream, carry, target)
         if eof:
+            while buf and (window := _dense_window(buf, chunk_bytes, budget)) is not buf:
+                cut, _ = json_cuts(window, strip, in_array)
+                if cut.at <= 0:
+                    break
+                yield JsonPart(buf[: cut.at], in_array, cut.in_array)
+                buf, in_array = buf[cut.at :], cut.in_array
             if buf:
                 yield JsonPart(buf, in_array, False)
             return
-        cut, fallback = json_cuts(buf, fmt.strip_outer_array, in_array)
+        # Dense documents: look for the part's end within what costs about chunk_bytes, not in all
+        # of buf (json_cuts' arrays cost several times the bytes they scan).
+        window = _dense_window(buf, chunk_bytes, budget)
+        cut, fallback = json_cuts(window, strip, in_array)
+        if cut.at < 0 and window is not buf:
+            cut, fallback = json_cuts(buf, strip, in_array)
         if cut.at < 0 and len(buf) >= GROWTH_LIMIT * chunk_bytes:
             cut = fallback
         if cut.at < 0 and ceiling is not None and len(buf) >= ceiling:
@@ -238,20 +261,46 @@ def json_parts(
         if cut.at < 0:
             carry, target = buf, capped(len(buf) + chunk_bytes)
             continue
+        shorter = _json_within_cost(buf, cut, chunk_bytes, budget, strip, in_array)
+        # Dense documents: read on a part's worth at a time, not chunk_bytes, until they are not.
+        target = capped(chunk_bytes if shorter.at == cut.at else max(64 * 1024, shorter.at))
+        cut = shorter
         part = JsonPart(buf[: cut.at], in_array, cut.in_array)
-        carry, in_array, target = buf[cut.at :], cut.in_array, capped(chunk_bytes)
+        carry, in_array = buf[cut.at :], cut.in_array
         del buf  # not held while the caller loads the part
         yield part
         del part
 
 
-def read_json_part(part: JsonPart, fmt: FileFormat, path: str, *, first: bool) -> RawFile:
+def _dense_window(buf: bytes, chunk_bytes: int, budget: int) -> bytes:
+    """``buf``, or, when its documents cost more than ``budget`` once read (``chunks.json_size``),
+    its first bytes whose documents cost about ``chunk_bytes``."""
+    cost = json_size(buf)
+    return buf if cost <= budget else buf[: max(1, len(buf) * chunk_bytes // cost)]
+
+
+def _json_within_cost(
+    buf: bytes, cut: _Cut, chunk_bytes: int, budget: int, strip_outer_array: bool, in_array: bool
+) -> _Cut:
+    """``cut``, or, when the documents before it cost more than ``budget`` once read
+    (``chunks.json_size``, a document a line), an earlier one where they cost about ``chunk_bytes``."""
+    cost = json_size(buf[: cut.at])
+    if cost <= budget:
+        return cut
+    earlier, _ = json_cuts(buf[: max(1, cut.at * chunk_bytes // cost)], strip_outer_array, in_array)
+    return earlier if earlier.at > 0 else cut
+
+
+def read_json_part(
+    part: JsonPart, fmt: FileFormat, path: str, *, first: bool, max_bytes: int | None = None
+) -> RawFile:
     """One part of a JSON file as a RawFile numbered from 1; ``lines`` says how many lines it spans.
-    The first part drops a byte-order mark as a whole file does (SKIP_BYTE_ORDER_MARK)."""
+    The first part drops a byte-order mark as a whole file does (SKIP_BYTE_ORDER_MARK). Its
+    documents may cost at most ``max_bytes`` (PartTooLarge: ``read_json``)."""
     body = part.data
     if first and fmt.skip_byte_order_mark and body.startswith(UTF8_BOM):
         body = body[len(UTF8_BOM) :]
-    raw = read_json(body, fmt, path, in_array=part.in_array, open_end=part.open_end)
+    raw = read_json(body, fmt, path, in_array=part.in_array, open_end=part.open_end, max_bytes=max_bytes)
     raw.lines = body.count(b"\n")
     return raw
 

@@ -628,7 +628,10 @@ def _file_parts(
             pieces = json_parts(
                 body, limits.chunk_bytes, fmt, max_part_bytes=limits.max_part_bytes, path=path
             )
-            yield _placed(read_json_part(p, fmt, path, first=n == 0) for n, p in enumerate(pieces))
+            yield _placed(
+                read_json_part(p, fmt, path, first=n == 0, max_bytes=limits.max_part_bytes)
+                for n, p in enumerate(pieces)
+            )
         else:
             yield _placed(_csv_parts(body, fmt, path, limits.chunk_bytes, limits.max_part_bytes))
 

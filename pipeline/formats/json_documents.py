@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 
 from floe.catalog.models import FileFormat
+from pipeline.chunks import CHECK_EVERY, PartTooLarge, json_size
 from pipeline.formats.raw import CODE_JSON_PARSE, RawFile, RowError, utf8_error
 
 _JSON_WS = re.compile(r"[ \t\n\r]*")
@@ -36,13 +37,21 @@ _OCTAL = re.compile(r"(?<![\w.+\-])(-?)0([0-7]++)(?![\w.])")
 
 
 def read_json(
-    body: bytes, fmt: FileFormat, path: str, *, in_array: bool = False, open_end: bool = False
+    body: bytes,
+    fmt: FileFormat,
+    path: str,
+    *,
+    in_array: bool = False,
+    open_end: bool = False,
+    max_bytes: int | None = None,
 ) -> RawFile:
     """Documents (NDJSON, concatenated or pretty-printed) or, with STRIP_OUTER_ARRAY, array elements.
 
     A part of a large file (``pipeline.large_files``) may start inside the outer array
     (``in_array``: its first values are elements) and end inside it (``open_end``: the next part
-    goes on with the elements, so the end of the text is not an unclosed array)."""
+    goes on with the elements, so the end of the text is not an unclosed array). Past ``max_bytes``
+    of text and documents (``decoded.json_size``: a document costs far more than its bytes when it
+    is short), PartTooLarge, as soon as the documents found say so (decision 110)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -53,6 +62,8 @@ def read_json(
     if fmt.enable_octal:
         text = octal_to_decimal(text)
     scanner = _JsonScanner(text, fmt, open_end=open_end)
+    if max_bytes is not None:
+        scanner.bound(len(body), max_bytes, path)
     scanner.run(in_array=in_array)
     raw = RawFile(
         table=pa.table({"c1": pa.array(scanner.docs, pa.string())}),
@@ -120,6 +131,9 @@ class _JsonScanner:
         self.docs: list[str] = []
         self.rows: list[int] = []
         self.lines: list[int] = []
+        self._size = 0
+        self._limit: int | None = None
+        self._path = ""
         self.errors: list[RowError] = []
         # Incremental line counting: line_at() is only asked for increasing positions.
         self._line_pos = 0
@@ -140,7 +154,15 @@ class _JsonScanner:
         return len(self.text) if nl < 0 else nl + 1
 
     def ordinal(self) -> int:
-        return len(self.docs) + len(self.errors) + 1
+        n = len(self.docs) + len(self.errors) + 1
+        if n % CHECK_EVERY == 0 and self._limit is not None and json_size(b"", n) + self._size > self._limit:
+            raise PartTooLarge(self._path, self._limit, record=False, kind="JSON", decoded=True)
+        return n
+
+    def bound(self, size: int, limit: int, path: str) -> None:
+        """Fail (PartTooLarge) once the documents found, and the ``size`` bytes of text, cost more
+        than ``limit`` (checked every CHECK_EVERY documents)."""
+        self._size, self._limit, self._path = size, limit, path
 
     def fail(self, start: int, msg: str, err_pos: int) -> None:
         text = self.text

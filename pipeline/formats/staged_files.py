@@ -5,7 +5,8 @@ RAW_DEFLATE and NONE can be forced. A UTF-8 byte order mark is skipped unless SK
 FALSE (CSV: after ENCODING is converted to UTF-8, by the CSV reader). Decompression is incremental
 and bounded (``max_bytes``), so a decompression bomb fails its file (PartTooLarge) instead of
 filling the worker's memory; so is decoding Parquet, Avro and ORC, whose values are counted as they
-are decoded (decision 110).
+are decoded, and parsing CSV and JSON, whose records are counted before they are parsed (a short
+record costs many times its bytes; decision 110).
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ import sys
 
 from floe.catalog.models import FileFormat
 from floe.errors import FileLoadError
-from pipeline.chunks import PartTooLarge, compression_of, decompressed, read_bounded
+from pipeline.chunks import (
+    PartTooLarge,
+    compression_of,
+    csv_size,
+    decompressed,
+    json_size,
+    read_bounded,
+    record_token,
+)
 from pipeline.formats.avro_records import read_avro
 from pipeline.formats.csv_records import read_csv
 from pipeline.formats.json_documents import read_json
@@ -50,11 +59,17 @@ def read_raw(
         return read_avro(body, fmt, path, max_bytes)
     body = _decompress(data, fmt.compression, path, max_bytes, "JSON" if kind == "JSON" else "")
     if kind == "CSV":  # converts ENCODING to UTF-8, then drops a byte-order mark (or keeps it)
+        field = fmt.field_delimiter.encode("utf-8") if fmt.field_delimiter else b""
+        # Short rows cost many times their bytes once parsed: counted before they are.
+        if max_bytes is not None and csv_size(body, record_token(fmt), field) > max_bytes:
+            raise PartTooLarge(path, max_bytes, record=False, decoded=True)
         return read_csv(body, fmt, path, columns)
     if fmt.skip_byte_order_mark and body.startswith(UTF8_BOM):
         body = body[len(UTF8_BOM) :]  # SKIP_BYTE_ORDER_MARK = FALSE: the JSON reader meets it
     if kind == "JSON":
-        return read_json(body, fmt, path)
+        if max_bytes is not None and json_size(body) > max_bytes:
+            raise PartTooLarge(path, max_bytes, record=False, kind="JSON", decoded=True)
+        return read_json(body, fmt, path, max_bytes=max_bytes)
     raise FileLoadError(f"Unsupported file format type '{fmt.type}'", file=path)
 
 

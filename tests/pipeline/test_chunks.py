@@ -23,6 +23,7 @@ from pipeline.chunks import (
     FileTooLarge,
     PartTooLarge,
     TransportError,
+    csv_size,
     decompressed,
     record_chunks,
     record_end,
@@ -420,3 +421,31 @@ def test_a_streamed_file_reads_part_by_part_as_written(
     assert rows == expected_rows
     assert (numbers, lines) == (numbered, expected_lines)
     assert errors == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Dense rows (decision 110): a part is cut by what its rows cost once parsed, not its bytes alone
+
+
+@pytest.mark.parametrize("tail", [b"", b"9,9"])
+def test_short_rows_make_short_parts_that_rebuild_the_stream(tail: bytes) -> None:
+    """200k rows of four bytes cost about 80 bytes each parsed: with 256 KiB parts, each holds about
+    3,000 rows (at most 512 KiB of cost), not 65k; together they are the stream, the last row
+    without its newline included."""
+    fmt = FileFormat(type="CSV")
+    data = b"1,2\n" * 200_000 + tail
+    chunk = 256 * 1024
+    parts = list(record_chunks(io.BytesIO(data), chunk, fmt, max_part_bytes=1 << 30))
+    assert b"".join(parts) == data
+    assert all(p.endswith(b"\n") for p in parts[:-1])
+    assert all(csv_size(p, b"\n", b",") <= 2 * chunk for p in parts)
+    assert len(parts) > 50
+
+
+def test_rows_of_ordinary_width_keep_parts_of_chunk_bytes() -> None:
+    """Rows of a hundred bytes cost about twice their bytes: parts stay chunk_bytes of text."""
+    fmt = FileFormat(type="CSV")
+    data = (b"x" * 90 + b",12345678\n") * 20_000
+    parts = list(record_chunks(io.BytesIO(data), 256 * 1024, fmt, max_part_bytes=1 << 30))
+    assert b"".join(parts) == data
+    assert all(len(p) > 250_000 for p in parts[:-1])

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from floe.catalog.models import FileFormat
-from pipeline.chunks import FileTooLarge, TransportError, decompressed
+from pipeline.chunks import FileTooLarge, PartTooLarge, TransportError, decompressed, json_size
 from pipeline.formats import json_documents, open_parquet, read_json, read_raw
 from pipeline.large_files import (
     JsonPart,
@@ -503,3 +503,33 @@ def test_a_json_part_is_freed_as_soon_as_it_is_read(monkeypatch: pytest.MonkeyPa
         assert made[0]() is None, "the scanner is still alive"
     finally:
         gc.enable()
+
+
+# ---------------------------------------------------------------------------------------------
+# Dense documents (decision 110)
+
+
+def test_short_documents_make_short_parts_that_read_as_the_whole_file() -> None:
+    """200k two-byte documents cost about 130 bytes each once read: parts of about 256 KiB of cost
+    (a few thousand documents), which together are the file's documents, numbered as whole."""
+    fmt = FileFormat(type="JSON")
+    body = b"".join(b"%d\n" % (i % 10) for i in range(200_000))
+    chunk = 256 * 1024
+    parts = list(json_parts(io.BytesIO(body), chunk, fmt, max_part_bytes=1 << 30, path="f.json"))
+    assert b"".join(p.data for p in parts) == body
+    assert all(json_size(p.data) <= 2 * chunk for p in parts) and len(parts) > 50
+    rows = [
+        v
+        for n, p in enumerate(parts)
+        for v in read_json_part(p, fmt, "f.json", first=n == 0).table.column("c1").to_pylist()
+    ]
+    assert rows == read_raw(body, fmt, path="f.json").table.column("c1").to_pylist()
+
+
+def test_documents_on_one_line_fail_once_they_cost_the_bound() -> None:
+    """No line end to cut at: the documents are counted as they are found, and past the bound the
+    part fails (it would be each document's string and numbers, 65 times its two bytes)."""
+    body = b"1 " * 100_000
+    with pytest.raises(PartTooLarge, match=r"decodes to more than 1 MiB \(pipeline\.max_part_bytes\)"):
+        read_json(body, FileFormat(type="JSON"), "f.json", max_bytes=1 << 20)
+    assert read_json(body, FileFormat(type="JSON"), "f.json", max_bytes=64 << 20).rows_parsed == 100_000

@@ -63,7 +63,9 @@ def probe(tmp_path: Path, name: str, data: bytes, kind: str, max_file: int | Non
         with proc.stdout:
             out = proc.stdout.read()
         status = proc.wait()
-    result = json.loads(out) if status == 0 and out.strip() else {"error": None, "rows": -1, "peak": 0}
+    result: dict[str, Any] = (
+        json.loads(out) if status == 0 and out.strip() else {"error": None, "rows": -1, "peak": 0}
+    )
     if status != 0:
         print(log.read_text(errors="replace")[-2000:])
     return Probe(result["error"], result["rows"], result["peak"], status)
@@ -90,6 +92,7 @@ SMALL: dict[str, Callable[[], bytes]] = {
     "ORC": small_orc,
     "AVRO": small_avro,
     "JSON": lambda: b'{"a": [1, 2]}\n',
+    "CSV": lambda: b"a,b\n1,2\n",
 }
 
 _baselines: dict[tuple[str, bool], int] = {}
@@ -163,6 +166,24 @@ BOMBS = [
     ),
     # 48M one-byte integers in one record: each a Python object before it is an Arrow value.
     Bomb("avro-small-values", "AVRO", lambda: bombs.avro_small_values(48_000_000), "pipeline.max_part_bytes"),
+    # Text has no dictionary, but every record costs its numbers and its fields' offsets: 48 MiB of
+    # four-byte CSV rows is 12.6M rows, about 900 MB parsed; 24 MiB of two-byte JSON documents
+    # 12.6M documents, each a string and two numbers.
+    Bomb(
+        "csv-short-rows",
+        "CSV",
+        lambda: bombs.gzip_bomb(48 * MiB, b"1,2\n", header=b"a,b\n"),
+        "pipeline.max_part_bytes",
+    ),
+    Bomb(
+        "json-small-documents", "JSON", lambda: bombs.gzip_bomb(24 * MiB, b"1\n"), "pipeline.max_part_bytes"
+    ),
+    Bomb(
+        "json-documents-on-one-line",
+        "JSON",
+        lambda: bombs.gzip_bomb(24 * MiB, b"1 "),
+        "pipeline.max_part_bytes",
+    ),
 ]
 
 
@@ -198,6 +219,23 @@ def test_a_parquet_decode_bomb_read_in_parts_stays_within_the_bound(tmp_path: Pa
     assert (
         "pipeline.max_file_bytes" in got.error["message"] or "pipeline.max_part_bytes" in got.error["message"]
     )
+    assert growth <= LIMIT + SLACK, f"peak RSS grew by {growth / MiB:.0f} MiB for a {LIMIT // MiB} MiB bound"
+
+
+TEXT = [b for b in BOMBS if b.kind in ("CSV", "JSON") and b.name != "json-documents-on-one-line"]
+
+
+@pytest.mark.parametrize("bomb", TEXT, ids=[b.name for b in TEXT])
+def test_dense_text_read_in_parts_loads_within_the_bound(tmp_path: Path, bomb: Bomb) -> None:
+    """Streamed, such a file's parts are cut by what their records cost, not by their bytes alone:
+    all of it loads, and the process holds about a part."""
+    data = bomb.build()
+    base = baseline(tmp_path, bomb.kind, True)
+    got = probe(tmp_path, bomb.name, data, bomb.kind, max_file=4 * LIMIT)
+    growth = got.peak - base
+    print(f"{bomb.name} in parts: peak RSS +{growth / MiB:.0f} MiB over the baseline, {got.rows:,} rows")
+    assert got.status == 0 and got.error is None, got
+    assert got.rows > 12_000_000
     assert growth <= LIMIT + SLACK, f"peak RSS grew by {growth / MiB:.0f} MiB for a {LIMIT // MiB} MiB bound"
 
 
@@ -281,7 +319,7 @@ def test_a_decode_bomb_fails_alone_and_another_pipes_file_loads(
     worker = FakeWorker(tmp_path, max_part_bytes=BOUND, max_file_bytes=4 * BOUND, chunk_bytes=BOUND // 4)
     bomb_pipe = _pipe(
         "DB.PUBLIC.BOMB",
-        FileFormat(type=kind),
+        FileFormat.model_validate({"type": kind}),
         ["METADATA$FILE_ROW_NUMBER", "$1:n" if kind == "AVRO" else "$1:s"],
     )
     data = build()

@@ -15,7 +15,7 @@ import pytest
 
 from floe.catalog.models import FileFormat
 from floe.errors import FileLoadError
-from pipeline.chunks import PartTooLarge
+from pipeline.chunks import PartTooLarge, csv_size
 from pipeline.formats import read_raw
 from tests.pipeline.formats.helpers import csv, rows
 from tests.security.attacks import bombs
@@ -80,9 +80,19 @@ def test_zero_byte_file_is_zero_rows(kind: str) -> None:
     ],
 )
 def test_whole_file_read_at_max_bytes_loads_and_one_byte_over_fails(compression: str, pack: Any) -> None:
+    """The bound holds a file's text and what its rows cost once parsed (decision 110): at what they
+    cost together it loads; a byte less, it fails, saying so; a byte less than its text, it fails
+    while it inflates."""
     data = b"1,a\n2,b\n3,c\n"
-    raw = csv(pack(data), compression=compression, max_bytes=len(data))
+    cost = csv_size(data, b"\n", b",")
+    raw = csv(pack(data), compression=compression, max_bytes=cost)
     assert rows(raw) == [("1", "a"), ("2", "b"), ("3", "c")]
+    with pytest.raises(PartTooLarge) as caught:
+        csv(pack(data), compression=compression, max_bytes=cost - 1)
+    assert caught.value.message == (
+        f"File 'd/f.csv' decodes to more than {cost - 1} bytes (pipeline.max_part_bytes), and it is read "
+        "whole; split it into smaller files, or raise pipeline.max_part_bytes if such files are expected."
+    )
     with pytest.raises(PartTooLarge) as caught:
         csv(pack(data), compression=compression, max_bytes=len(data) - 1)
     assert caught.value.message == (
