@@ -9,8 +9,14 @@ Both the API (``services.infer_schema``) and tests use this; it reads bytes it i
   read by ``CsvSample``, a tokenizer of the file's delimiters, quotes and escapes that never
   backtracks: each step searches for the next special token from where the last one ended.
 - Parquet and ORC: the schema in the file's footer, from its last ``tail_bytes`` (the footer must
-  fit in them); no row is read.
+  fit in them, ORC's inflated too); no row is read, and pyarrow is handed a footer holding the
+  schema alone (``floe.parquet_footer``, ``floe.orc_footer``), never the row groups, stripes and
+  statistics it would parse otherwise (decision 117).
 - Avro: the schema in the file's header, from its first bytes (whole-file COMPRESSION undone).
+
+A file may have at most ``max_columns`` columns (a CSV record's fields, a JSON document's keys, a
+Parquet or ORC schema's columns and nested fields), counted before they are made; a JSON value
+whose values json's decoder would make into more than ``DOCUMENT_COST`` bytes is not decoded.
 """
 
 from __future__ import annotations
@@ -19,7 +25,6 @@ import bz2
 import io
 import json
 import re
-import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,6 +49,10 @@ from floe.inference import (
     text_type,
     values_columns,
 )
+from floe.orc_footer import OrcStructureError, OrcTailTooLarge
+from floe.orc_footer import schema_file as orc_schema_file
+from floe.parquet_footer import ParquetFooterError, ParquetFooterTooLarge
+from floe.parquet_footer import schema_file as parquet_schema_file
 
 _MAGIC = {b"\x1f\x8b": "GZIP", b"BZh": "BZ2", b"\x28\xb5\x2f\xfd": "ZSTD"}
 _BLOCK = 1 << 20
@@ -64,6 +73,15 @@ class FileSchemaError(ValueError):
     are some."""
 
 
+def too_many_columns(limit: int, found: str) -> FileSchemaError:
+    """The refusal of a file past ``query.infer_schema_max_columns``; ``found`` says what was counted."""
+    return FileSchemaError(
+        f"the file has more than {limit} columns ({found}), the most INFER_SCHEMA reads of a file "
+        "(query.infer_schema_max_columns): infer the schema of narrower files, or raise "
+        "query.infer_schema_max_columns"
+    )
+
+
 @dataclass(frozen=True)
 class Limits:
     """How much of a file INFER_SCHEMA reads."""
@@ -73,7 +91,10 @@ class Limits:
     max_records: int | None
     """CSV and JSON: records read (MAX_RECORDS_PER_FILE); None for all in the sample."""
     tail_bytes: int
-    """Parquet and ORC: bytes read from the end, where the footer is."""
+    """Parquet and ORC: bytes read from the end, where the footer is; the most an ORC footer may
+    inflate to (``query.infer_schema_footer_bytes``)."""
+    max_columns: int | None = None
+    """Columns one file may have (``query.infer_schema_max_columns``); None for any number."""
 
 
 class Source(Protocol):
@@ -98,15 +119,31 @@ def file_columns(source: Source, fmt: FileFormat, limits: Limits) -> ColumnsOf:
     kind = fmt.type.upper()
     if kind in ("PARQUET", "ORC"):
         return ColumnsOf(source.path, _columnar(source, kind, fmt, limits))
+    most = limits.max_columns
     if kind == "AVRO":
         head, _ = prefix(source.stream(), fmt.compression, AVRO_HEADER_MAX)
-        return ColumnsOf(source.path, _avro(head))
+        columns = _avro(head)  # a header of at most AVRO_HEADER_MAX bytes: tens of thousands of fields
+        if most is not None and len(columns) > most:
+            raise too_many_columns(most, f"its schema has {len(columns)} fields")
+        return ColumnsOf(source.path, columns)
     sample, cut = prefix(source.stream(), fmt.compression, limits.sample_bytes)
     if kind == "JSON":
-        documents = json_records(sample, fmt, cut=cut, limit=limits.max_records)
-        return ColumnsOf(source.path, values_columns([], documents, json_type, VARIANT))
-    names, records = csv_records(decode(sample, fmt, cut), fmt, cut=cut, limit=limits.max_records)
+        documents = json_records(sample, fmt, cut=cut, limit=limits.max_records, max_columns=most)
+        return ColumnsOf(source.path, values_columns([], _keys_within(documents, most), json_type, VARIANT))
+    text = decode(sample, fmt, cut)
+    names, records = csv_records(text, fmt, cut=cut, limit=limits.max_records, max_columns=most)
     return ColumnsOf(source.path, values_columns(names, records, text_type, TEXT))
+
+
+def _keys_within(documents: Iterator[dict[str, Any]], most: int | None) -> Iterator[dict[str, Any]]:
+    """The documents, refused once their keys between them pass ``most``."""
+    seen: set[str] = set()
+    for doc in documents:
+        if most is not None:
+            seen.update(doc)
+            if len(seen) > most:
+                raise too_many_columns(most, f"its documents hold {len(seen)} keys or more")
+        yield doc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,7 +284,9 @@ class CsvSample:
     NULL_IF (on the field as written) and EMPTY_FIELD_AS_NULL. Each search runs from where the last
     one ended to the next special token, so the whole text is scanned once."""
 
-    def __init__(self, fmt: FileFormat, *, names: bool = False) -> None:
+    def __init__(self, fmt: FileFormat, *, names: bool = False, max_columns: int | None = None) -> None:
+        self.max_columns = max_columns
+        """A record of more fields fails (FileSchemaError) before they are made."""
         self.field = fmt.field_delimiter
         self.records_end = ["\r\n", "\n", "\r"] if fmt.record_delimiter == "\n" else [fmt.record_delimiter]
         self.records_end = [r for r in self.records_end if r]
@@ -278,6 +317,10 @@ class CsvSample:
             m = self._record_end.search(text, pos)
             line = text[pos : m.start() if m else n]
             if not any(c and c in line for c in self._specials):
+                if self.max_columns is not None and self.field and line.count(self.field) >= self.max_columns:
+                    raise too_many_columns(
+                        self.max_columns, f"a record of {line.count(self.field) + 1} fields"
+                    )
                 parts = line.split(self.field) if self.field else [line]
                 if self.trim:
                     parts = [p.strip(" \t") for p in parts]
@@ -290,6 +333,8 @@ class CsvSample:
                 values.append(value)
                 if ended:
                     break
+                if self.max_columns is not None and len(values) >= self.max_columns:
+                    raise too_many_columns(self.max_columns, "a record of more fields")
             yield values, pos
 
     def _field(self, text: str, pos: int) -> tuple[str | None, int, bool]:
@@ -398,23 +443,24 @@ def _skip_lines(text: str, count: int) -> int:
 
 
 def csv_records(
-    text: str, fmt: FileFormat, *, cut: bool, limit: int | None
+    text: str, fmt: FileFormat, *, cut: bool, limit: int | None, max_columns: int | None = None
 ) -> tuple[list[str], Iterator[list[str | None]]]:
     """The header's names (PARSE_HEADER; else none) and the records of a CSV sample, at most
-    ``limit`` of them, without the one the sample cut (``cut``) and without blank lines."""
+    ``limit`` of them, without the one the sample cut (``cut``) and without blank lines; a record of
+    more than ``max_columns`` fields fails."""
     if fmt.parse_header and fmt.skip_header:
         raise FileSchemaError(SKIP_HEADER_WITH_PARSE_HEADER)
     start = _skip_lines(text, max(0, fmt.skip_header))
     names: list[str] = []
     if fmt.parse_header:
-        found = next(CsvSample(fmt, names=True).records(text, start), None)
+        found = next(CsvSample(fmt, names=True, max_columns=max_columns).records(text, start), None)
         if found is not None:
             names = [v or "" for v in found[0]]
             start = found[1]
 
     def rows() -> Iterator[list[str | None]]:
         taken = 0
-        for values, end in CsvSample(fmt).records(text, start):
+        for values, end in CsvSample(fmt, max_columns=max_columns).records(text, start):
             if cut and end >= len(text):
                 return  # the sample ends inside this record, or just after it: it may go on
             if len(values) == 1 and not values[0]:
@@ -434,15 +480,31 @@ def csv_records(
 _DECODER = json.JSONDecoder(parse_float=JsonNumber, parse_int=JsonNumber, parse_constant=JsonNumber)
 _BLANKS = " \t\r\n"
 
+VALUE_COST = 128
+"""Most bytes json's decoder makes of one value (a number is a JsonNumber and a list's slot: an
+array of 4M zeros, 8 MiB of text, took 516 MiB)."""
+DOCUMENT_COST = 64 << 20
+"""A document, or a member's array or object, whose values may take more is not decoded whole."""
+_STRUCTURE = re.compile(r'[\[\]{}"]')
+_STRING_END = re.compile(r'["\\]')
 
-def json_records(sample: bytes, fmt: FileFormat, *, cut: bool, limit: int | None) -> Iterator[dict[str, Any]]:
+
+def json_records(
+    sample: bytes, fmt: FileFormat, *, cut: bool, limit: int | None, max_columns: int | None = None
+) -> Iterator[dict[str, Any]]:
     """The object documents of a JSON sample (NDJSON, concatenated documents, or with
     STRIP_OUTER_ARRAY the elements of its outer array), at most ``limit``; documents that are not
     objects name no columns. A document the sample cuts is left out; invalid JSON before the cut
-    fails (Snowflake's ``Error parsing JSON``)."""
+    fails (Snowflake's ``Error parsing JSON``); a document of more than ``max_columns`` keys fails.
+
+    What decoding costs is counted first (``VALUE_COST`` a comma, colon or opening bracket): a
+    sample within ``DOCUMENT_COST`` is decoded a document at a time; otherwise each object's members
+    are, and a member's array or object past it (or nested past Python's recursion limit) stands as
+    an empty one of its kind, which types the column the same, its brackets and strings checked."""
     text = sample.decode("utf-8", "replace")
     if fmt.skip_byte_order_mark and text.startswith("\ufeff"):
         text = text[1:]
+    whole = _cost(text, 0, len(text)) <= DOCUMENT_COST
     at, n, taken = 0, len(text), 0
     inside = False
     while limit is None or taken < limit:
@@ -457,15 +519,101 @@ def json_records(sample: bytes, fmt: FileFormat, *, cut: bool, limit: int | None
         if at >= n:
             return
         try:
-            doc, end = _DECODER.raw_decode(text, at)
+            doc, end = _document(text, at, whole, max_columns)
         except json.JSONDecodeError as exc:
             if cut:
                 return  # most likely the document the sample cuts
             raise FileSchemaError(f"Error parsing JSON: {exc.msg}, pos {exc.pos}") from None
         at = end
         if isinstance(doc, dict):
+            if max_columns is not None and len(doc) > max_columns:
+                raise too_many_columns(max_columns, f"a JSON document of {len(doc)} keys")
             taken += 1
             yield doc
+
+
+def _cost(text: str, start: int, end: int) -> int:
+    """Most bytes decoding ``text[start:end]`` takes: ``VALUE_COST`` a value (each but the first
+    follows a comma, a colon or an opening bracket; those in strings count too)."""
+    return (1 + sum(text.count(c, start, end) for c in ",:[{")) * VALUE_COST
+
+
+def _document(text: str, at: int, whole: bool, max_columns: int | None) -> tuple[Any, int]:
+    """The document at ``at`` and the offset after it."""
+    if whole:
+        try:
+            return _DECODER.raw_decode(text, at)
+        except RecursionError:
+            pass  # nested past the recursion limit: read by its members below
+    if text[at] == "{":
+        return _object(text, at, max_columns)
+    if text[at] == "[":
+        return [], _container_end(text, at)  # names no columns: not decoded
+    return _DECODER.raw_decode(text, at)
+
+
+def _object(text: str, at: int, max_columns: int | None) -> tuple[dict[str, Any], int]:
+    """An object document read member by member, as json's decoder reads one (its messages too)."""
+    doc: dict[str, Any] = {}
+    pos = _skip(text, at + 1)
+    if text.startswith("}", pos):
+        return doc, pos + 1
+    while True:
+        if not text.startswith('"', pos):
+            raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, pos)
+        key, pos = _DECODER.raw_decode(text, pos)
+        pos = _skip(text, pos)
+        if not text.startswith(":", pos):
+            raise json.JSONDecodeError("Expecting ':' delimiter", text, pos)
+        doc[key], pos = _member(text, _skip(text, pos + 1))
+        if max_columns is not None and len(doc) > max_columns:
+            raise too_many_columns(max_columns, "a JSON document of more keys")
+        pos = _skip(text, pos)
+        if text.startswith("}", pos):
+            return doc, pos + 1
+        if not text.startswith(",", pos):
+            raise json.JSONDecodeError("Expecting ',' delimiter", text, pos)
+        pos = _skip(text, pos + 1)
+
+
+def _member(text: str, pos: int) -> tuple[Any, int]:
+    """A member's value and the offset after it: an array or object whose values would take more
+    than ``DOCUMENT_COST``, or nest past the recursion limit, is an empty one of its kind."""
+    if not text.startswith(("[", "{"), pos):
+        return _DECODER.raw_decode(text, pos)
+    end = _container_end(text, pos)
+    if _cost(text, pos, end) <= DOCUMENT_COST:
+        try:
+            return _DECODER.raw_decode(text, pos)
+        except RecursionError:
+            pass
+    return ([] if text[pos] == "[" else {}), end
+
+
+def _container_end(text: str, at: int) -> int:
+    """The offset after the array or object at ``at``, found by its brackets and strings alone: one
+    search (of a single character class, so linear) per bracket, quote and escape."""
+    depth, pos = 0, at
+    while True:
+        m = _STRUCTURE.search(text, pos)
+        if m is None:
+            raise json.JSONDecodeError("Unterminated array or object starting at", text, at)
+        pos = m.end()
+        if m.group() == '"':
+            while True:
+                e = _STRING_END.search(text, pos)
+                if e is None:
+                    raise json.JSONDecodeError("Unterminated string starting at", text, m.start())
+                pos = e.end()
+                if e.group() == '"':
+                    break
+                pos += 1  # the escaped character
+        elif m.group() in "[{":
+            depth += 1
+        else:
+            depth -= 1
+            if depth == 0:
+                return pos
 
 
 def _skip(text: str, at: int) -> int:
@@ -519,6 +667,11 @@ def avro_schema(head: bytes) -> Any:
                     raise FileSchemaError(
                         f"Error parsing the Avro file: its schema is not JSON: {exc}"
                     ) from None
+                except RecursionError:
+                    raise FileSchemaError(
+                        "Error parsing the Avro file: its schema nests too deep for Python's JSON "
+                        "decoder; Floe reads no such schema"
+                    ) from None
             at += vlen
     raise FileSchemaError("Error parsing the Avro file: its header has no avro.schema")
 
@@ -530,63 +683,36 @@ def _avro(head: bytes) -> list[FileColumn]:
         raise FileSchemaError(f"Error parsing the Avro file: {exc}") from None
 
 
-class _Tail(io.RawIOBase):
-    """A file of ``size`` bytes of which only the last ones are at hand: the footer pyarrow reads."""
-
-    def __init__(self, size: int, tail: bytes) -> None:
-        self._size = size
-        self._tail = tail
-        self._start = size - len(tail)
-        self._pos = 0
-
-    def readable(self) -> bool:
-        """A read stream."""
-        return True
-
-    def seekable(self) -> bool:
-        """Seeks within the file's size."""
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        """Move to ``offset`` from the start, here or the end."""
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = base + offset
-        return self._pos
-
-    def tell(self) -> int:
-        """The position."""
-        return self._pos
-
-    def readinto(self, buffer: Any) -> int:
-        """Bytes of the tail; zeros before it (pyarrow reads a fixed amount from the end whatever the
-        footer's size: the footer itself must lie in the tail, which ``_columnar`` checks)."""
-        view = memoryview(buffer).cast("B")
-        n = max(0, min(len(view), self._size - self._pos))
-        missing = min(n, max(0, self._start - self._pos))
-        view[:missing] = bytes(missing)
-        at = self._pos + missing - self._start
-        view[missing:n] = self._tail[at : at + n - missing]
-        self._pos += n
-        return n
-
-
 def _columnar(source: Source, kind: str, fmt: FileFormat, limits: Limits) -> list[FileColumn]:
+    """The columns in a Parquet or ORC footer: the footer alone, checked within the bounds, is
+    handed to pyarrow (``schema_file``), whose elements (columns and nested fields) count against
+    ``max_columns`` with the root's."""
     tail = source.tail(limits.tail_bytes)
-    handle = _Tail(source.size, tail)
+    elements = (limits.max_columns if limits.max_columns is not None else 1 << 40) + 1
+    name = "Parquet" if kind == "PARQUET" else "ORC"
     try:
         if kind == "PARQUET":
-            if len(tail) >= 8:
-                footer = struct.unpack("<I", tail[-8:-4])[0]
-                if footer + 8 > len(tail) and footer + 8 <= source.size:
-                    raise FileSchemaError(
-                        f"the Parquet footer of '{source.path}' ({footer} bytes) is larger than the "
-                        f"{limits.tail_bytes} bytes INFER_SCHEMA reads of a file's end"
-                    )
-            schema = pq.read_schema(pa.PythonFile(handle, mode="r"))
+            only = parquet_schema_file(tail, source.size, limits.tail_bytes, elements)
+            schema = pq.read_schema(pa.BufferReader(only))
         else:
-            schema = pa_orc.ORCFile(pa.PythonFile(handle, mode="r")).schema
+            only = orc_schema_file(tail, source.size, limits.tail_bytes, elements)
+            schema = pa_orc.ORCFile(pa.BufferReader(only)).schema
+        text = kind == "PARQUET" and fmt.binary_as_text
+        return [FileColumn(f.name, arrow_type(f.type, binary_as_text=text), f.nullable) for f in schema]
+    except (ParquetFooterTooLarge, OrcTailTooLarge) as exc:
+        if exc.what == "footer":
+            raise FileSchemaError(
+                f"the {name} footer of '{source.path}' ({exc.size} bytes"
+                f"{' inflated, or more' if kind == 'ORC' else ''}) is larger than the {exc.limit} bytes "
+                "INFER_SCHEMA reads of a file's end (query.infer_schema_footer_bytes): raise "
+                "query.infer_schema_footer_bytes, or infer the schema of a file with fewer columns, "
+                "row groups or stripes"
+            ) from None
+        assert limits.max_columns is not None
+        raise too_many_columns(limits.max_columns, f"its schema has {exc.size} {exc.what} or more") from None
+    except (ParquetFooterError, OrcStructureError) as exc:
+        raise FileSchemaError(f"Error parsing the {name} file: {str(exc)[:300]}") from None
+    except UnicodeDecodeError:
+        raise FileSchemaError(f"Error parsing the {name} file: a column name is not UTF-8") from None
     except (OSError, pa.ArrowException) as exc:
-        name = "Parquet" if kind == "PARQUET" else "ORC"
         raise FileSchemaError(f"Error parsing the {name} file: {str(exc).splitlines()[0][:300]}") from None
-    text = kind == "PARQUET" and fmt.binary_as_text
-    return [FileColumn(f.name, arrow_type(f.type, binary_as_text=text), f.nullable) for f in schema]

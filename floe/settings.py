@@ -241,6 +241,15 @@ class QuerySettings(_Section):
     and every other function whose output can outgrow its inputs is checked before it runs: one
     value against this, and the values it makes for the rows DuckDB evaluates at once against the
     query's share of ``memory_limit`` (services/value_bounds.py)."""
+    infer_schema_footer_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
+    """Largest footer INFER_SCHEMA reads of a Parquet or ORC file (Parquet's as stored, ORC's
+    inflated), and what it reads of such a file's end; a file with a larger footer fails the call.
+    Only the schema is handed to pyarrow, never the row groups, stripes or statistics (decision 117)."""
+    infer_schema_max_columns: int = Field(default=10_000, gt=0)
+    """Most columns INFER_SCHEMA reads of one file (a CSV record's fields, a JSON document's keys, a
+    Parquet or ORC schema's columns and nested fields) and answers over all its files (of which it
+    holds at most 100 times this many columns, the files' columns counted each); past it the call
+    fails."""
 
 
 class ConsumerSettings(_Section):

@@ -17,7 +17,9 @@ A user stage (``@~``) is the caller's own. Table stages are refused, as Snowflak
 
 Bounds: at most ``MAX_FILES`` files (fewer with MAX_FILE_COUNT), of each CSV or JSON file its first
 ``SAMPLE_BYTES`` decompressed (and MAX_RECORDS_PER_FILE records), of each Parquet or ORC file its
-last ``TAIL_BYTES`` (the footer), of each Avro file its header; all within the query time limit
+last ``query.infer_schema_footer_bytes`` (the footer, of which pyarrow is handed the schema alone),
+of each Avro file its header; at most ``query.infer_schema_max_columns`` columns in a file and in
+the answer, counted before they are made (decision 117); all within the query time limit
 (``query.timeout_s``).
 """
 
@@ -50,8 +52,9 @@ MAX_FILES = 1000
 """Files one INFER_SCHEMA reads at most (also the most FILES may name, as in Snowflake)."""
 SAMPLE_BYTES = 8 << 20
 """Decompressed bytes read from the start of each CSV or JSON file."""
-TAIL_BYTES = 16 << 20
-"""Bytes read from the end of each Parquet or ORC file, where its footer is."""
+HELD_COLUMNS = 100
+"""Columns held over all the files at once, as a multiple of ``query.infer_schema_max_columns``:
+each file's columns until they are merged (a few hundred bytes each)."""
 FUNCTION = "INFER_SCHEMA"
 _ARGS = ("LOCATION", "FILE_FORMAT", "FILES", "IGNORE_CASE", "MAX_FILE_COUNT", "MAX_RECORDS_PER_FILE", "KIND")
 _USAGE = (
@@ -81,6 +84,12 @@ class InferCall:
     ignore_case: bool = False
     max_file_count: int | None = None
     max_records: int | None = None
+
+
+def limits_of(settings: Settings, max_records: int | None) -> Limits:
+    """What INFER_SCHEMA reads of each file, by the settings and MAX_RECORDS_PER_FILE."""
+    query = settings.query
+    return Limits(SAMPLE_BYTES, max_records, query.infer_schema_footer_bytes, query.infer_schema_max_columns)
 
 
 def _refusal(message: str) -> CompilationError:
@@ -236,9 +245,11 @@ class SchemaInference:
             )
         place = self.stage_files.place(principal, location, "read")
         chosen = self._chosen(place, call)
-        limits = Limits(SAMPLE_BYTES, call.max_records, TAIL_BYTES)
+        limits = limits_of(self.settings, call.max_records)
         deadline = time.monotonic() + self.settings.query.timeout_s
         found: list[ColumnsOf] = []
+        names: set[str] = set()
+        held = 0
         for staged in chosen:
             if time.monotonic() > deadline:
                 raise SqlError(
@@ -249,12 +260,31 @@ class SchemaInference:
                     sql_state="57014",
                 )
             found.append(self._columns(place, staged, fmt, limits))
+            held += len(found[-1].columns)
+            names.update(c.name.upper() if call.ignore_case else c.name for c in found[-1].columns)
+            self._check_columns(place, len(names), held, len(found))
         headerless = kind == "CSV" and not fmt.parse_header
         return merge(
             found,
             ignore_case=call.ignore_case,
             fallback=TEXT if kind == "CSV" else VARIANT,
             positional=headerless,
+        )
+
+    def _check_columns(self, place: Place, names: int, held: int, files: int) -> None:
+        """Refuse an answer past ``query.infer_schema_max_columns`` before it is made: its names, or
+        the columns held until they are merged (``HELD_COLUMNS`` times as many)."""
+        most = self.settings.query.infer_schema_max_columns
+        if names <= most and held <= HELD_COLUMNS * most:
+            return
+        found = f"{names} names" if names > most else f"{held} columns, counted in each file"
+        raise SqlError(
+            f"the {files} files read at {place.label}/{place.path} have more than {most} columns "
+            f"between them ({found}), the most INFER_SCHEMA answers (query.infer_schema_max_columns): "
+            "name fewer files (FILES, MAX_FILE_COUNT, a narrower LOCATION), or raise "
+            "query.infer_schema_max_columns",
+            code="000603",
+            sql_state="54000",
         )
 
     def _chosen(self, place: Place, call: InferCall) -> list[StagedFile]:

@@ -19,159 +19,18 @@ length, NULLs from a run of present bits. So each stripe is read here first (dec
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import pyarrow as pa
-import zstandard
-
+from floe.orc_footer import OrcStructureError as OrcStructureError
+from floe.orc_footer import inflate as _inflate
+from floe.orc_footer import inflated_size as inflated_size
+from floe.orc_footer import int_field as _int
+from floe.orc_footer import message as _message
+from floe.orc_footer import packed as _packed
+from floe.orc_footer import tail_size as tail_size
+from floe.orc_footer import varint as _varint
 from pipeline.formats.decoded import MAX_BATCH_ROWS, ROW_BYTES
-
-
-class OrcStructureError(ValueError):
-    """The file's structure does not parse (liborc would fail on it too, or read it otherwise)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Protocol buffers: just what the tail and stripe footers need
-
-
-def _varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
-    shift = acc = 0
-    while True:
-        if pos >= len(data):
-            raise OrcStructureError("a number runs past its message")
-        b = data[pos]
-        pos += 1
-        acc |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return acc, pos
-        shift += 7
-        if shift > 70:
-            raise OrcStructureError("a number is longer than 64 bits")
-
-
-def _message(data: bytes | memoryview) -> dict[int, list[int | bytes]]:
-    """A protobuf message's fields by number: varints as ints, length-delimited ones as bytes."""
-    out: dict[int, list[int | bytes]] = {}
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        field, wire = key >> 3, key & 7
-        value: int | bytes
-        if wire == 0:
-            value, pos = _varint(data, pos)
-        elif wire == 2:
-            size, pos = _varint(data, pos)
-            if pos + size > len(data):
-                raise OrcStructureError("a field runs past its message")
-            value, pos = bytes(data[pos : pos + size]), pos + size
-        elif wire == 1:
-            value, pos = 0, pos + 8
-        elif wire == 5:
-            value, pos = 0, pos + 4
-        else:
-            raise OrcStructureError(f"a message holds an unknown wire type {wire}")
-        out.setdefault(field, []).append(value)
-    return out
-
-
-def _int(msg: dict[int, list[int | bytes]], field: int, default: int = 0) -> int:
-    values = msg.get(field)
-    return int(values[-1]) if values and isinstance(values[-1], int) else default
-
-
-def _packed(msg: dict[int, list[int | bytes]], field: int) -> list[int]:
-    out: list[int] = []
-    for value in msg.get(field, []):
-        if isinstance(value, int):
-            out.append(value)
-            continue
-        pos = 0
-        while pos < len(value):
-            n, pos = _varint(value, pos)
-            out.append(n)
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Compression chunks
-
-
-def _chunks(data: bytes | memoryview, compressed: bool) -> Iterator[tuple[bool, memoryview]]:
-    """A stream's compression chunks: (stored as is, bytes)."""
-    view = memoryview(data)
-    if not compressed:
-        yield True, view
-        return
-    pos = 0
-    while pos < len(view):
-        if pos + 3 > len(view):
-            raise OrcStructureError("a compression chunk header runs past its stream")
-        header = view[pos] | view[pos + 1] << 8 | view[pos + 2] << 16
-        size = header >> 1
-        if pos + 3 + size > len(view):
-            raise OrcStructureError("a compression chunk runs past its stream")
-        yield bool(header & 1), view[pos + 3 : pos + 3 + size]
-        pos += 3 + size
-
-
-def inflated_size(codec: str, data: bytes | memoryview, compressed: bool, block: int, limit: int) -> int:
-    """Bytes a stream decompresses to, counted a megabyte at a time without holding them; past
-    ``limit`` the count stops (the stream is too large whatever the rest holds)."""
-    total = 0
-    for original, chunk in _chunks(data, compressed):
-        if original:
-            total += len(chunk)
-        elif codec == "ZLIB":
-            inflater = zlib.decompressobj(-15)
-            pending = bytes(chunk)
-            while pending and total <= limit:
-                total += len(inflater.decompress(pending, 1 << 20))
-                pending = inflater.unconsumed_tail
-        elif codec == "ZSTD":
-            with zstandard.ZstdDecompressor().stream_reader(bytes(chunk)) as reader:
-                while total <= limit and (part := reader.read(1 << 20)):
-                    total += len(part)
-        elif codec == "SNAPPY":
-            total += _varint(chunk, 0)[0]  # snappy's header says; liborc checks it
-        else:  # LZ4 says nothing of its size: at most a block (liborc refuses more)
-            total += block
-        if total > limit:
-            return total
-    return total
-
-
-def _inflate(codec: str, data: bytes | memoryview, compressed: bool, block: int) -> bytes:
-    """A stream decompressed, chunk by chunk, each at most ``block`` bytes."""
-    out: list[bytes] = []
-    for original, chunk in _chunks(data, compressed):
-        if original:
-            out.append(bytes(chunk))
-        elif codec == "ZLIB":
-            inflater = zlib.decompressobj(-15)
-            plain = inflater.decompress(bytes(chunk), block)
-            if inflater.unconsumed_tail:
-                raise OrcStructureError("a zlib chunk inflates past the block size")
-            out.append(plain)
-        elif codec == "ZSTD":
-            try:
-                out.append(zstandard.ZstdDecompressor().decompress(bytes(chunk), max_output_size=block))
-            except zstandard.ZstdError as exc:
-                raise OrcStructureError(f"a zstd chunk does not decompress: {exc}") from exc
-        elif codec == "SNAPPY":
-            size, _ = _varint(chunk, 0)
-            if size > block:
-                raise OrcStructureError("a snappy chunk inflates past the block size")
-            out.append(pa.Codec("snappy").decompress(bytes(chunk), decompressed_size=size).to_pybytes())
-        elif codec == "LZ4":
-            plain = pa.Codec("lz4_raw").decompress(bytes(chunk), decompressed_size=block)
-            out.append(plain.to_pybytes())
-        else:
-            raise OrcStructureError(f"its compression {codec} is not one Floe reads")
-    return b"".join(out)
-
 
 # ---------------------------------------------------------------------------------------------
 # Integer run-length encodings (lengths are unsigned)
@@ -301,7 +160,6 @@ STREAM_BYTES = 32 * 1024
 """What liborc holds for each stream it reads besides its decompressed chunk (measured: a 500-column
 stripe of NULLs, 1,000 streams, took 30 MB before its first batch)."""
 
-_CODECS = {0: "UNCOMPRESSED", 1: "ZLIB", 2: "SNAPPY", 3: "LZO", 4: "LZ4", 5: "ZSTD"}
 
 _PRESENT, _DATA, _LENGTH, _DICTIONARY_DATA = 0, 1, 2, 3
 _BOOLEAN, _STRING, _BINARY, _LIST, _MAP, _STRUCT, _UNION = 0, 7, 8, 10, 11, 12, 13
@@ -346,28 +204,6 @@ def _types(footer: dict[int, list[int | bytes]]) -> list[_Column]:
                 raise OrcStructureError("the type tree is not a tree")
             columns[child].under_list = column.under_list or column.kind in (_LIST, _MAP)
     return columns
-
-
-def tail_size(body: bytes, limit: int) -> int:
-    """What the file's footer and metadata inflate to (liborc decompresses them when it opens the
-    file; they hold each column's statistics, whose minimum and maximum may be as long as its longest
-    string), counted before it does; past ``limit`` the count stops."""
-    if len(body) < 4:
-        raise OrcStructureError("the file is too short for its postscript")
-    ps_length = body[-1]
-    if ps_length + 1 > len(body):
-        raise OrcStructureError("the postscript lies outside the file")
-    postscript = _message(body[-1 - ps_length : -1])
-    footer, metadata = _int(postscript, 1), _int(postscript, 5)
-    codec = _CODECS.get(_int(postscript, 2), "UNKNOWN")
-    block = _int(postscript, 3, 256 * 1024)
-    end = len(body) - 1 - ps_length
-    start = end - footer - metadata
-    if start < 0 or footer < 0 or metadata < 0:
-        raise OrcStructureError("the footer lies outside the file")
-    compressed = codec != "UNCOMPRESSED"
-    meta = inflated_size(codec, body[start : start + metadata], compressed, block, limit)
-    return meta + inflated_size(codec, body[start + metadata : end], compressed, block, limit - meta)
 
 
 def plan_orc(body: bytes, tail: bytes, codec: str, block: int, limit: int) -> OrcPlan:
