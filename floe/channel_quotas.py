@@ -228,12 +228,14 @@ class Full:
 
     @property
     def status(self) -> int:
-        # Rows free up when the pipeline commits them (retry later); channels only when dropped.
-        return 400 if self.measure == "n" else 429
+        # Rows free up when the pipeline commits them: a 503 to retry, as the client's pace is not
+        # what refuses it (and six 429s in a row send the official SDK to file mode, decision 120).
+        # Channels free up only when dropped.
+        return 400 if self.measure == "n" else 503
 
     @property
     def code(self) -> str:
-        return Code.TOO_MANY_CHANNELS if self.measure == "n" else Code.RATE_LIMITED
+        return Code.TOO_MANY_CHANNELS if self.measure == "n" else Code.PENDING_FULL
 
     @property
     def message(self) -> str:

@@ -17,10 +17,20 @@ the registrar's commit are one Lua script over one slot:
   their keys are gone, whatever opens and drops happen meanwhile. The channel hash's ``pending``
   and ``pending_bytes`` are its current writer's appends (``fail_on_uncommitted_rows``), which a
   reopen resets; they bound nothing.
+- An open with ``fail_on_uncommitted_rows`` (the official SDK sends it on every open) is refused
+  while the current writer's appends wait, and seals that writer: it appends nothing new, and what
+  it appended commits. The SDK retries the open for about 120 s; it gets the channel once those
+  rows committed, with their offset token, so a restarted producer resumes right after them, and a
+  writer of its last life still running cannot hold the reopen off (decision 120).
+- Every pipe has an elastic channel, ``ELASTIC``: many producers append to it without opening it,
+  with no tokens, at least once. Its appends settle as any channel's (one writer that is never
+  fenced); a retry of one (the same user and ``requestId``) is answered, not stored again, while it
+  waits and until ELASTIC_REQUEST_TTL_MS after it was stored.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 from collections.abc import Sequence
@@ -30,11 +40,21 @@ from typing import Any, cast
 from floe.channel_quotas import NO_LIMITS, FullError, Ledger, Limits, Room, Writer, holders
 from floe.keys import Keys, RedisClient, one_slot
 from floe.records import RowAppend
-from floe.streaming.protocol import ChannelStatus, Code, ContinuationToken
+from floe.streaming.protocol import ELASTIC, ChannelStatus, Code, ContinuationToken
 
 INACTIVE_CHANNEL_MS = 30 * 24 * 3600 * 1000
 """Channels without an open or append for this long expire with their offset tokens (Snowflake's 30
 days)."""
+ELASTIC_INCARNATION = "elastic"
+"""The elastic channel's one incarnation and writer (client sequencer 1): it is never dropped nor
+reopened, so nothing of it is ever fenced."""
+ELASTIC_REQUEST_TTL_MS = 15 * 60 * 1000
+"""How long after an elastic append was stored a retry of it (same user and requestId) is still
+answered rather than stored again; while it waits to commit it always is. The SDK 1.9.1 retries an
+append under its requestId every 60 to 90 s once its backoff is long, for more than 15 minutes (so
+far as measured), so a lost answer is retried within this while the API is down for up to about 13
+minutes; a later retry is stored again (at least once). Each append keeps a marker this long: at a
+user's append rate (50/s per API process) 45,000 markers, about 8 MB."""
 
 # KEYS: 1 channel hash, 2 channels zset. ARGV: 1 name, 2 now ms, 3 new incarnation, 4 offset token
 # or '', 5 '1' when an offset token is given, 6 '1' to fail on uncommitted rows.
@@ -46,12 +66,16 @@ if redis.call('EXISTS', h) == 0 then
     'created_ms', ARGV[2], 'rows_inserted', 0, 'rows_parsed', 0, 'rows_error_count', 0,
     'latency_ms', 0)
 elseif ARGV[6] == '1' and tonumber(redis.call('HGET', h, 'pending')) > 0 then
+  -- Sealed: the current writer appends nothing new, so its appends commit and a retried open gets
+  -- the channel, however busy that writer still is.
+  redis.call('HSET', h, 'sealed', redis.call('HGET', h, 'cseq'))
   return {'ERR', 'UNCOMMITTED'}
 end
 if ARGV[5] == '1' then redis.call('HSET', h, 'token', ARGV[4]) end
 local cseq = redis.call('HINCRBY', h, 'cseq', 1)
 -- The old writer's appends in flight are dropped at commit: nothing of theirs is pending any more.
 redis.call('HSET', h, 'pending', 0, 'pending_bytes', 0, 'last_request_id', '', 'active_ms', ARGV[2])
+redis.call('HDEL', h, 'sealed')
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
 return {redis.call('HGET', h, 'incarnation'), cseq, redis.call('HGET', h, 'rseq')}
 """
@@ -64,13 +88,14 @@ return {redis.call('HGET', h, 'incarnation'), cseq, redis.call('HGET', h, 'rseq'
 # ledger's (floe.channel_quotas), which counted the append before this runs.
 _APPEND = f"""
 local h = KEYS[1]
-local st = redis.call('HMGET', h, 'incarnation', 'cseq', 'rseq', 'last_request_id')
+local st = redis.call('HMGET', h, 'incarnation', 'cseq', 'rseq', 'last_request_id', 'sealed')
 if not st[1] then return {{'ERR', 'NO_CHANNEL'}} end
 if st[1] ~= ARGV[2] then return {{'ERR', 'REOPEN'}} end
 if st[2] ~= ARGV[3] then return {{'ERR', 'STALE'}} end
 local rseq = tonumber(st[3])
 local given = tonumber(ARGV[4])
 if ARGV[5] ~= '' and st[4] == ARGV[5] and given == rseq - 1 then return {{'OK', rseq, 0}} end
+if st[5] == ARGV[3] then return {{'ERR', 'SEALED'}} end
 if given ~= rseq then return {{'ERR', 'ROW_SEQ'}} end
 local size = string.len(ARGV[6])
 redis.call('SET', KEYS[3], ARGV[6])
@@ -83,15 +108,39 @@ return {{'OK', rseq + 1, 1}}
 """
 
 # KEYS: 1 channel hash, 2 channels zset. ARGV: 1 name, 2 '1' to fail on uncommitted rows.
-# Returns 1 dropped, 0 no such channel, or {'ERR', code}. The appends still queued are dropped at
-# commit (their incarnation is gone) and their row data with them.
+# Returns {'OK', its committed offset token or ''} dropped, 0 no such channel, or {'ERR', code}. The
+# appends still queued are dropped at commit (their incarnation is gone) and their row data with them.
 _DROP = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 if ARGV[2] == '1' and tonumber(redis.call('HGET', KEYS[1], 'pending')) > 0 then
   return {'ERR', 'UNCOMMITTED'}
 end
+local token = redis.call('HGET', KEYS[1], 'token') or ''
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
+return {'OK', token}
+"""
+
+# KEYS: 1 the elastic channel's hash, 2 rows stream, 3 row data key, 4 the request's marker.
+# ARGV: as _APPEND's, so that the stream entry is the same (ARGV[4] is the request's id, in place of a
+# row sequencer; ARGV[5] is unused), and 11 the marker's lifetime ms.
+# Returns 1 stored, 0 a retry of an append stored before (nothing stored).
+_ELASTIC_APPEND = f"""
+local h = KEYS[1]
+if redis.call('EXISTS', KEYS[4]) == 1 or redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+if redis.call('HGET', h, 'incarnation') ~= ARGV[2] then
+  -- First used: an elastic channel's state, as a named channel's, that its settles update.
+  redis.call('HSET', h, 'incarnation', ARGV[2], 'cseq', ARGV[3], 'rseq', 0, 'pending', 0,
+    'pending_bytes', 0, 'created_ms', ARGV[10], 'rows_inserted', 0, 'rows_parsed', 0,
+    'rows_error_count', 0, 'latency_ms', 0)
+end
+local size = string.len(ARGV[6])
+redis.call('SET', KEYS[3], ARGV[6])
+redis.call('XADD', KEYS[2], '*', {RowAppend.lua_stream_fields()})
+redis.call('HINCRBY', h, 'pending', 1)
+redis.call('HINCRBY', h, 'pending_bytes', size)
+redis.call('HSET', h, 'active_ms', ARGV[10])
+redis.call('SET', KEYS[4], ARGV[10], 'PX', ARGV[11])
 return 1
 """
 
@@ -117,7 +166,15 @@ _ERRORS: dict[str, tuple[int, str, str]] = {
     "UNCOMMITTED": (
         409,
         Code.CHANNEL_HAS_UNCOMMITTED_DATA,
-        "Channel '{channel}' has appended rows that are not committed yet (fail_on_uncommitted_rows = true).",
+        "Channel '{channel}' has appended rows that are not committed yet (fail_on_uncommitted_rows = true). "
+        "Its writer appends no more; retry the open once the pipeline commits them (the SDK does), or "
+        "open with fail_on_uncommitted_rows = false to drop them.",
+    ),
+    "SEALED": (
+        409,
+        Code.STALE_CONTINUATION_TOKEN_SEQUENCER,
+        "Channel '{channel}' is being reopened by another client (fail_on_uncommitted_rows): this writer's "
+        "appends are no longer taken, and those it made commit. Please reopen the channel.",
     ),
 }
 
@@ -155,6 +212,13 @@ NO_WRITER = Writer()
 
 
 @dataclass(frozen=True)
+class Dropped:
+    """What dropping a channel returns: its committed offset token then."""
+
+    token: str | None
+
+
+@dataclass(frozen=True)
 class PipeRef:
     """The pipe a channel belongs to, as the API names it in answers."""
 
@@ -162,6 +226,8 @@ class PipeRef:
     database: str
     schema: str
     pipe: str
+    created_ms: int = 0
+    """When the pipe was made: its elastic channel's ``created_on_ms`` before its first append."""
 
 
 class ChannelStore:
@@ -184,6 +250,7 @@ class ChannelStore:
         self._open = client.register_script(_OPEN)
         self._append = client.register_script(_APPEND)
         self._drop = client.register_script(_DROP)
+        self._elastic_append = client.register_script(_ELASTIC_APPEND)
 
     def open(
         self,
@@ -261,8 +328,11 @@ class ChannelStore:
     ) -> ContinuationToken:
         """Store one append durably and queue it for the pipeline; the next continuation token.
 
-        The append is counted against its channel's, pipe's, table's and writer's bounds first (a
-        ChannelError when one refuses it), and uncounted again if it is not stored after all."""
+        An empty offset token is none: the official SDK sends ``""`` for a token not given, and the
+        committed token must stay as it was. The append is counted against its channel's, pipe's,
+        table's and writer's bounds first (a ChannelError when one refuses it), and uncounted again
+        if it is not stored after all."""
+        start, end = start or None, end or None
         k = self._keys
         data_key = self._data_key(ref, channel, token)
         keys = [k.channel(ref.pipe_id, channel), k.rows(ref.pipe_id), data_key, k.channels(ref.pipe_id)]
@@ -303,9 +373,10 @@ class ChannelStore:
             raise _refusal(out[1], channel)
         return ContinuationToken(token.incarnation, token.client_sequencer, int(out[1]))
 
-    def drop(self, ref: PipeRef, channel: str, fail_on_uncommitted: bool) -> bool:
-        """Forget the channel and its offsets; False when there was none. Its appends still waiting
-        keep counting until the pipeline settles them (dropped then), as they still take Redis."""
+    def drop(self, ref: PipeRef, channel: str, fail_on_uncommitted: bool) -> Dropped | None:
+        """Forget the channel and its offsets: its committed offset token then, or None when there
+        was no channel. Its appends still waiting keep counting until the pipeline settles them
+        (dropped then), as they still take Redis."""
         k = self._keys
         keys = [k.channel(ref.pipe_id, channel), k.channels(ref.pipe_id)]
         one_slot(keys, "channel drop script")
@@ -313,11 +384,63 @@ class ChannelStore:
             keys=keys,
             args=[channel, "1" if fail_on_uncommitted else "0"],
         )
-        if isinstance(out, list):
+        if not out:
+            return None
+        if out[0] == b"ERR":
             raise _refusal(out[1], channel)
-        if out:
-            self.ledger.release([keys[0]])
-        return bool(out)
+        self.ledger.release([keys[0]])
+        return Dropped(out[1].decode() or None)
+
+    # ------------------------------------------------------------------------- the elastic channel
+
+    def elastic_room(self, ref: PipeRef, user: str, request_id: str, writer: Writer, now_ms: int) -> Room:
+        """What the elastic append of ``request_id`` may bring (as ``room``)."""
+        try:
+            return self.ledger.room(
+                self._elastic_data_key(ref, user, request_id),
+                holders(ref.pipe_id, _pipe_name(ref), writer, ELASTIC),
+                now_ms,
+            )
+        except FullError as exc:
+            raise _full(exc) from None
+
+    def append_elastic(
+        self, ref: PipeRef, user: str, request_id: str, rows: bytes, count: int, now_ms: int, writer: Writer
+    ) -> bool:
+        """Store one append to the pipe's elastic channel durably and queue it: True if stored, False
+        if it is a retry of one stored before (the same ``user`` and ``request_id``, still waiting or
+        stored within ELASTIC_REQUEST_TTL_MS). Counted against the bounds as any append, the elastic
+        channel being one channel."""
+        k = self._keys
+        data_key = self._elastic_data_key(ref, user, request_id)
+        keys = [
+            k.channel(ref.pipe_id, ELASTIC),
+            k.rows(ref.pipe_id),
+            data_key,
+            f"{k.channel(ref.pipe_id, ELASTIC)}:request:{_request_digest(user, request_id)}",
+        ]
+        one_slot(keys, "elastic append script")
+        where = holders(ref.pipe_id, _pipe_name(ref), writer, ELASTIC)
+        try:
+            counted = self.ledger.reserve_append(data_key, len(rows), count, where, now_ms)
+        except FullError as exc:
+            raise _full(exc) from None
+        stored = False
+        try:
+            # The append script's arguments: no offset tokens (JSON null), the request's number for a
+            # row sequencer.
+            number = _request_number(user, request_id)
+            args = [ELASTIC, ELASTIC_INCARNATION, 1, number, request_id, rows, count, "null", "null"]
+            stored = bool(self._elastic_append(keys=keys, args=[*args, now_ms, ELASTIC_REQUEST_TTL_MS]))
+        finally:
+            if counted and not stored:
+                self.ledger.release([data_key])
+        return stored
+
+    def _elastic_data_key(self, ref: PipeRef, user: str, request_id: str) -> str:
+        # Named by the request: a retry finds the rows it stored, and two producers never meet.
+        number = _request_number(user, request_id)
+        return self._keys.row_data(ref.pipe_id, ELASTIC, ELASTIC_INCARNATION, 1, number)
 
     def names(self, pipe_id: str, now_ms: int) -> list[str]:
         """The pipe's channels, after expiring those inactive for 30 days."""
@@ -345,8 +468,24 @@ class ChannelStore:
         }
 
     def statuses(self, ref: PipeRef, channels: Sequence[str]) -> dict[str, ChannelStatus]:
-        """The status of each named channel that exists (the others are left out)."""
-        return {name: _status(ref, name, h) for name, h in self.states(ref.pipe_id, channels).items()}
+        """The status of each named channel that exists (the others are left out), and of the
+        elastic channel when asked, which every pipe has."""
+        found = self.states(ref.pipe_id, channels)
+        if ELASTIC in channels and ELASTIC not in found:
+            found[ELASTIC] = {"created_ms": str(ref.created_ms)}
+        return {name: _status(ref, name, found[name]) for name in channels if name in found}
+
+
+def _request_digest(user: str, request_id: str) -> str:
+    """An elastic append's request as its keys name it, 128 bits: the user's, so no one else's
+    request can stand for it, and too many for two to meet."""
+    return hashlib.sha256(f"{user}\0{request_id}".encode()).hexdigest()[:32]
+
+
+def _request_number(user: str, request_id: str) -> int:
+    """An elastic append's place in its stream entry and data key, where a named channel's row
+    sequencer goes: its request's digest (elastic rows load in no particular order)."""
+    return int(_request_digest(user, request_id), 16)
 
 
 def _pipe_name(ref: PipeRef) -> str:
@@ -362,12 +501,13 @@ def _status(ref: PipeRef, name: str, h: dict[str, str]) -> ChannelStatus:
         schema_name=ref.schema,
         pipe_name=ref.pipe,
         channel_name=name,
-        last_committed_offset_token=h.get("token"),
+        # "" is no token: a channel whose append carried the SDK's "" before Floe read it so.
+        last_committed_offset_token=h.get("token") or None,
         created_on_ms=number("created_ms"),
         rows_inserted=number("rows_inserted"),
         rows_parsed=number("rows_parsed"),
         rows_error_count=number("rows_error_count"),
-        last_error_offset_upper_bound=h.get("last_error_offset_upper_bound"),
+        last_error_offset_upper_bound=h.get("last_error_offset_upper_bound") or None,
         last_error_message=h.get("last_error_message"),
         last_error_timestamp_ms=int(h["last_error_timestamp_ms"])
         if h.get("last_error_timestamp_ms")

@@ -450,7 +450,7 @@ class StreamingSettings(_Section):
     # What waits in Redis for the pipeline: each append counts its rows' bytes as stored
     # (decompressed) plus floe.channel_quotas.APPEND_OVERHEAD_BYTES, and its rows. An append goes in
     # while every holder it counts against is under its bounds after it, or holds nothing yet (so a
-    # bound below one append never stops a channel); past a bound it gets 429 until the pipeline
+    # bound below one append never stops a channel); past a bound it gets 503 until the pipeline
     # commits. Reopening or dropping a channel frees nothing: its rows wait in Redis all the same.
     max_pending_bytes_per_channel: int = Field(default=64 * 1024 * 1024, gt=0)
     """Bytes one channel may hold appended and not yet committed."""

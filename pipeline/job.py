@@ -534,7 +534,9 @@ def channel_settles(res: PipeResults, tasks: list[LoadTask], now: int) -> list[C
         c.appends += 1
         c.bytes += a.size
         latency.setdefault(writer, []).append(max(0, now - a.received_ms))
-        if a.end_offset_token is not None:
+        # "" is no token: the official SDK sends endOffsetToken= when an append has none, and an
+        # append queued before the API read it so must not make "" the committed token.
+        if a.end_offset_token:
             c.token = a.end_offset_token
         o = outcomes.get(a.stream_id)
         if o is None:
@@ -544,7 +546,7 @@ def channel_settles(res: PipeResults, tasks: list[LoadTask], now: int) -> list[C
         if o.errors_seen:
             c.errors += o.errors_seen
             c.last_error = o.first_error or "error"
-            c.last_error_bound = a.end_offset_token
+            c.last_error_bound = a.end_offset_token or None
     for blob in res.blobs:
         writers = {writer_of.get(f) for f in blob.get("files", [])}
         assert len(writers) == 1 and None not in writers, "a streaming blob holds one writer's rows"

@@ -236,7 +236,7 @@ class ChannelSettle:
     rows_parsed: int = 0
     errors: int = 0
     token: str | None = None
-    """The end offset token of the last append that carried one; None if none did."""
+    """The end offset token of the last append that carried one; None (or "") if none did."""
     last_error: str = ""
     last_error_bound: str | None = None
     latency_ms: int = 0
@@ -286,7 +286,7 @@ class ChannelRegistrar:
                 c.rows_inserted,
                 c.rows_parsed,
                 c.errors,
-                "1" if c.token is not None else "0",
+                "1" if c.token else "0",  # "" is no token (the SDK's endOffsetToken= for none)
                 c.token or "",
                 c.last_error,
                 c.last_error_bound or "",

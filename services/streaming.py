@@ -15,7 +15,9 @@ streaming API does, and SELECT or INSERT for status. A pipe the caller may not s
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,7 +31,7 @@ from fastapi.responses import JSONResponse
 from floe.catalog import Catalog, CopySpec, FileFormat, Pipe, Table, now_ms
 from floe.catalog.names import Name, split_parts, unquote
 from floe.channel_quotas import Limits, Room, Writer
-from floe.channels import ChannelError, ChannelStore, PipeRef
+from floe.channels import ELASTIC_INCARNATION, ChannelError, ChannelStore, PipeRef
 from floe.errors import ObjectNotFound
 from floe.keys import Keys, RedisClient
 from floe.metrics import StreamingAppends, new_registry
@@ -48,8 +50,19 @@ DEFAULT_PIPE_SUFFIX = "-STREAMING"
 """Every table has a default pipe named ``<TABLE>-STREAMING`` that matches columns by name."""
 
 
+PENDING_RETRY_AFTER_S = 1.0
+"""The Retry-After of a full bound on rows not yet committed: the pipeline commits within a second or
+two (append → committed p50 0.78 s). The official SDK ignores it and backs off 1, 2, 4 ... 60 s."""
+
+
+class PendingFull(RestError):
+    """A bound on rows appended and not yet committed is full: 503 with a Retry-After (decision 120)."""
+
+
 def streaming_error(exc: ChannelError) -> RestError:
     """A refused channel step as the route answers it."""
+    if exc.code == Code.PENDING_FULL:
+        return PendingFull(exc.status, exc.code, exc.message)
     return RestError(exc.status, exc.code, exc.message)
 
 
@@ -150,7 +163,7 @@ class StreamingService:
     def ref(pipe: Pipe) -> PipeRef:
         """How answers name the pipe."""
         database, schema, name = split_parts(pipe.name)
-        return PipeRef(pipe.id, database, schema, name)
+        return PipeRef(pipe.id, database, schema, name, pipe.created_ms)
 
     # -------------------------------------------------------------------------------- channels
 
@@ -167,10 +180,12 @@ class StreamingService:
 
     def open(self, pipe: Pipe, channel: str, body: dict[str, Any], principal: Principal) -> dict[str, Any]:
         """Create or reopen a channel (fencing the old writer); a new one counts for ``principal``."""
+        _named(channel, "opened")
         token = body.get(wire.OFFSET_TOKEN)
         fail = body.get(wire.FAIL_ON_UNCOMMITTED_ROWS, False)
         if token is not None and not isinstance(token, str):
             raise _bad(f"{wire.OFFSET_TOKEN} must be a string or null.")
+        token = token or None  # "" is no token, as on an append: the committed token stays
         if not isinstance(fail, bool):
             raise _bad(f"{wire.FAIL_ON_UNCOMMITTED_ROWS} must be true or false.")
         columns = self.table_columns(pipe)
@@ -199,17 +214,9 @@ class StreamingService:
         principal: Principal,
     ) -> dict[str, Any]:
         """Store one append durably; the next continuation token."""
-        wait = self.rates.retry_after(f"{pipe.id}/{channel}")
-        if wait is not None:
-            raise Throttled(f"Channel '{channel}' is over its append rate; retry in {wait:.2f} s.", wait)
-        wait = self.user_rates.retry_after(principal.user)
-        if wait is not None:
-            rate = self.settings.streaming.appends_per_s_per_user
-            raise Throttled(
-                f"User '{principal.user}' is over its append rate over all its channels ({rate:g} per "
-                f"second, FLOE_STREAMING__APPENDS_PER_S_PER_USER); retry in {wait:.2f} s.",
-                wait,
-            )
+        if channel == wire.ELASTIC:
+            return self.append_elastic(pipe, params, body, encoding, principal)
+        self._throttle(pipe, channel, principal)
         raw = params.get(wire.CONTINUATION_TOKEN)
         if not raw:
             raise _bad(
@@ -219,13 +226,7 @@ class StreamingService:
             token = ContinuationToken.decode(raw)
         except ValueError:
             raise _bad(f"{wire.CONTINUATION_TOKEN} is not one this server issued.") from None
-        if len(body) > wire.MAX_BODY_BYTES:
-            raise RestError(
-                413,
-                Code.PAYLOAD_TOO_LARGE,
-                f"The body is {len(body)} bytes; an append may send at most {wire.MAX_BODY_BYTES} bytes "
-                "(after Content-Encoding). Split the rows over several appends.",
-            )
+        _check_size(body)
         writer = _writer(pipe, principal)
         try:
             # Checked before the body is inflated: a holder with no room refuses it at once, one with
@@ -239,8 +240,9 @@ class StreamingService:
                 params.get(wire.REQUEST_ID, ""),
                 batch.data,
                 batch.count,
-                params.get(wire.START_OFFSET_TOKEN),
-                params.get(wire.END_OFFSET_TOKEN),
+                # The SDK sends a token not given as "": no token (the store reads it so too).
+                params.get(wire.START_OFFSET_TOKEN) or None,
+                params.get(wire.END_OFFSET_TOKEN) or None,
                 now_ms(),
                 writer,
             )
@@ -249,8 +251,52 @@ class StreamingService:
         self.appends.appended(pipe.name, channel, batch.count)
         return {wire.NEXT_CONTINUATION_TOKEN: nxt.encode()}
 
+    def append_elastic(
+        self, pipe: Pipe, params: dict[str, str], body: bytes, encoding: str | None, principal: Principal
+    ) -> dict[str, Any]:
+        """Store one append to the pipe's elastic channel: no tokens, at least once; a retry under the
+        same ``requestId`` is answered, not stored again (floe.channels)."""
+        self._throttle(pipe, wire.ELASTIC, principal)
+        if params.get(wire.START_OFFSET_TOKEN) or params.get(wire.END_OFFSET_TOKEN):
+            raise _bad(
+                f"The {wire.ELASTIC} channel takes no offset tokens: its rows load at least once, in no "
+                "order. Append to a named channel (PUT .../channels/<name>) to commit offset tokens."
+            )
+        _check_size(body)
+        # Without a requestId no retry can be told from a new append: each is stored.
+        request_id = params.get(wire.REQUEST_ID) or secrets.token_hex(16)
+        ref, writer = self.ref(pipe), _writer(pipe, principal)
+        try:
+            room = self.channels.elastic_room(ref, principal.user, request_id, writer, now_ms())
+            batch = _rows(body, encoding, room)
+            stored = self.channels.append_elastic(
+                ref, principal.user, request_id, batch.data, batch.count, now_ms(), writer
+            )
+        except ChannelError as exc:
+            raise streaming_error(exc) from None
+        if stored:
+            self.appends.appended(pipe.name, wire.ELASTIC, batch.count)
+        # The SDK requires a continuation token in the answer, and sends none back.
+        return {wire.NEXT_CONTINUATION_TOKEN: ELASTIC_CONTINUATION_TOKEN}
+
+    def _throttle(self, pipe: Pipe, channel: str, principal: Principal) -> None:
+        """429 past the channel's or the user's append rate (the elastic channel, which many producers
+        share, is bounded by its users' rates only)."""
+        wait = None if channel == wire.ELASTIC else self.rates.retry_after(f"{pipe.id}/{channel}")
+        if wait is not None:
+            raise Throttled(f"Channel '{channel}' is over its append rate; retry in {wait:.2f} s.", wait)
+        wait = self.user_rates.retry_after(principal.user)
+        if wait is not None:
+            rate = self.settings.streaming.appends_per_s_per_user
+            raise Throttled(
+                f"User '{principal.user}' is over its append rate over all its channels ({rate:g} per "
+                f"second, FLOE_STREAMING__APPENDS_PER_S_PER_USER); retry in {wait:.2f} s.",
+                wait,
+            )
+
     def drop(self, pipe: Pipe, channel: str, params: dict[str, str]) -> dict[str, Any]:
-        """Forget a channel and its offsets."""
+        """Forget a channel and its offsets; its committed offset token then (the SDK logs it)."""
+        _named(channel, "dropped")
         fail = params.get(wire.FAIL_ON_UNCOMMITTED_ROWS, "false").lower() == "true"
         try:
             dropped = self.channels.drop(self.ref(pipe), channel, fail)
@@ -261,7 +307,7 @@ class StreamingService:
                 404, Code.CHANNEL_DOES_NOT_EXIST, f"Channel '{channel}' does not exist or not authorized."
             )
         log.info("channel dropped", extra=_where(pipe, channel))
-        return {}
+        return {wire.LAST_COMMITTED_OFFSET_TOKEN: dropped.token}
 
     def bulk_status(self, pipe: Pipe, body: dict[str, Any]) -> dict[str, Any]:
         """The status of each named channel that exists."""
@@ -272,6 +318,29 @@ class StreamingService:
             raise _bad("At most 10,000 channel names per request.")
         statuses = self.channels.statuses(self.ref(pipe), list(dict.fromkeys(names)))
         return {wire.CHANNEL_STATUSES: {n: s.to_json() for n, s in statuses.items()}}
+
+
+ELASTIC_CONTINUATION_TOKEN = ContinuationToken(ELASTIC_INCARNATION, 1, 0).encode()
+"""What an elastic append answers as its next continuation token (the SDK needs one, and uses none)."""
+
+
+def _named(channel: str, done: str) -> None:
+    """Refuse to open or drop the elastic channel, as the SDK does: every pipe has it, always."""
+    if channel == wire.ELASTIC:
+        raise _bad(
+            f"'{wire.ELASTIC}' is every pipe's elastic channel: it is not {done}; append to it without "
+            "tokens (POST .../channels/ELASTIC/rows), or pick another name for a named channel."
+        )
+
+
+def _check_size(body: bytes) -> None:
+    if len(body) > wire.MAX_BODY_BYTES:
+        raise RestError(
+            413,
+            Code.PAYLOAD_TOO_LARGE,
+            f"The body is {len(body)} bytes; an append may send at most {wire.MAX_BODY_BYTES} bytes "
+            "(after Content-Encoding). Split the rows over several appends.",
+        )
 
 
 def _writer(pipe: Pipe, principal: Principal) -> Writer:
@@ -339,7 +408,10 @@ async def _answer(request: Request, catalog: Catalog, work: Callable[[], dict[st
     try:
         body = await run_in_threadpool(_pinned, catalog, work)
     except Exception as exc:  # noqa: BLE001 -- the HTTP boundary; answer_for logs what is unexpected
-        return answer_for(exc, request.url.path).response()
+        answer = answer_for(exc, request.url.path)
+        if isinstance(exc, PendingFull):
+            answer = dataclasses.replace(answer, retry_after_s=PENDING_RETRY_AFTER_S)
+        return answer.response()
     return JSONResponse(body)
 
 

@@ -34,6 +34,9 @@ TOKEN_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
 SUCCESS = "SUCCESS"
 """``channel_status_code`` of a healthy channel (the SDK's wait_for_commit checks for it)."""
+ELASTIC = "ELASTIC"
+"""The name of every pipe's elastic channel: many producers append to it without opening it, with no
+offset or continuation tokens, at least once (the SDK's ``get_elastic_channel``)."""
 
 
 def channel_path(database: str, schema: str, pipe: str, channel: str) -> str:
@@ -66,6 +69,8 @@ REQUEST_ID = "requestId"
 OFFSET_TOKEN = "offset_token"
 FAIL_ON_UNCOMMITTED_ROWS = "fail_on_uncommitted_rows"
 NEXT_CONTINUATION_TOKEN = "next_continuation_token"
+LAST_COMMITTED_OFFSET_TOKEN = "last_committed_offset_token"
+"""The drop answer's field (the SDK's SfDropChannelResult), as in a channel status."""
 CHANNEL_STATUS = "channel_status"
 CHANNEL_STATUSES = "channel_statuses"
 CHANNEL_NAMES = "channel_names"
@@ -101,8 +106,11 @@ class Code:
     PAYLOAD_TOO_LARGE = "ERR_PAYLOAD_TOO_LARGE"
     """413: over MAX_BODY_BYTES as sent, or over MAX_UNCOMPRESSED_BYTES decompressed."""
     RATE_LIMITED = "ERR_CHANNEL_RATE_LIMITED"
-    """429: the channel or its user is over its request rate, or a channel, pipe, table or user holds
-    its bound of rows not yet committed; retry later."""
+    """429: the channel or its user is over its request rate; retry later (Retry-After)."""
+    PENDING_FULL = "ERR_PENDING_ROWS_FULL"
+    """503 (Floe's): a channel, pipe, table or user holds its bound of rows appended and not yet
+    committed: the pipeline is behind, retry once it commits them (Retry-After). Not 429: the
+    official SDK takes six 429s in a row on one append as a cue to write files itself (file mode)."""
     TOO_MANY_CHANNELS = "ERR_TOO_MANY_CHANNELS"
     """400 (Floe's): opening a new channel would pass a pipe's, table's or user's bound on channels;
     drop channels no longer used. Not retried: only a drop or an expiry makes room."""

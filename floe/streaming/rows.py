@@ -195,7 +195,8 @@ class RowBatch:
     """An append's rows: the NDJSON as sent with line endings normalized, and how many rows it has."""
 
     data: bytes = field(repr=False)
-    """One row per line, each exactly as sent, every line ending in ``\\n`` (never ``\\r\\n``)."""
+    """One row per line, each exactly as sent, every line ending in ``\\n`` (never ``\\r\\n``); the
+    empty lines sent are left out."""
     count: int
     """The number of rows (lines); at least 1."""
 
@@ -212,15 +213,18 @@ def parse_rows(data: bytes, max_rows: int | None = None) -> RowBatch:
     UTF-8, at most MAX_ROW_BYTES long).
 
     A line ends with ``\\n``, optionally preceded by ``\\r``; the last line may lack both, and a final
-    ``\\n`` does not start another line. Any other empty or all-whitespace line is an error, as is an
-    empty body. Raises MalformedRows naming the first bad line, and TooManyRows as soon as a block
-    takes the count past ``max_rows`` (what the append may still hold), before parsing further.
+    ``\\n`` does not start another line. An empty line is skipped: it separates nothing, and the
+    snowpipe-streaming SDK ends each ``append_rows`` call's rows with one. A line of whitespace is an
+    error, as is a body without a row. Lines are numbered as sent, empty ones included. Raises
+    MalformedRows naming the first bad line, and TooManyRows as soon as a block takes the count of
+    rows past ``max_rows`` (what the append may still hold), before parsing further.
     """
-    if not data:
-        raise MalformedRows(1, "the body has no rows")
     loads = orjson.loads
     count = 0
+    numbered = 0
     end = 0
+    kept: list[bytes] | None = None
+    """The body's blocks without their empty lines, once one held any (else the body is kept)."""
     while end < len(data):
         # Whole lines a block at a time: bytes.split's speed, without a bytes object for each of
         # the 11 million lines of a 32 MB body of "{}" held at once.
@@ -230,22 +234,55 @@ def parse_rows(data: bytes, max_rows: int | None = None) -> RowBatch:
         lines = data[start:end].split(b"\n")
         if not lines[-1]:
             lines.pop()  # the block's final \n ends its last line; it does not begin an empty one
+        sent = lines
+        if b"" in lines or b"\r" in lines:
+            # Left out before parsing: an exception for each of the SDK's empty lines (one a row
+            # with append_row) would double the parse.
+            lines = [line for line in lines if line and line != b"\r"]
+            if kept is None:
+                kept = [data[:start]]  # the blocks before held none: as they are
+            if lines:
+                kept.append(b"\n".join(lines) + b"\n")
+        elif kept is not None:
+            kept.append(data[start:end])
         if max_rows is not None and count + len(lines) > max_rows:
             raise TooManyRows(f"the body has more than {max_rows} rows")
         # A line's \r ending stays on it here: JSON reads it as whitespace, so a line with it is
         # valid, and the same object, exactly when the line without it is. Only errors look closer.
-        for number, line in enumerate(lines, count + 1):
+        for index, line in enumerate(lines):
             if len(line) > MAX_ROW_BYTES and (size := len(line.removesuffix(b"\r"))) > MAX_ROW_BYTES:
+                number = _line_number(sent, lines, index, numbered)
                 raise MalformedRows(number, f"the row is {size} bytes; at most {MAX_ROW_BYTES} are accepted")
             try:
                 value = loads(line)
             except orjson.JSONDecodeError as e:
+                number = _line_number(sent, lines, index, numbered)
                 raise MalformedRows(number, _describe(line.removesuffix(b"\r"), e)) from None
             if type(value) is not dict:
                 kind = "null" if value is None else _JSON_TYPES.get(type(value), type(value).__name__)
-                raise MalformedRows(number, f"a row must be a JSON object, not {kind}")
+                raise MalformedRows(
+                    _line_number(sent, lines, index, numbered), f"a row must be a JSON object, not {kind}"
+                )
+        numbered += len(sent)
         count += len(lines)
+    if not count:
+        raise MalformedRows(1, "the body has no rows")
+    if kept is not None:
+        data, kept = b"".join(kept), None  # the blocks' copies go before _normalize makes another
     return RowBatch(data=_normalize(data), count=count)
+
+
+def _line_number(sent: list[bytes], rows: list[bytes], index: int, before: int) -> int:
+    """The 1-based number, as sent, of ``rows[index]``: ``rows`` are the block's lines ``sent``
+    without the empty ones, and ``before`` lines came before the block."""
+    if rows is sent:
+        return before + index + 1
+    seen = -1
+    for number, line in enumerate(sent, before + 1):
+        seen += line not in (b"", b"\r")
+        if seen == index:
+            return number
+    raise AssertionError("a row of a block is one of its lines")
 
 
 def _normalize(data: bytes) -> bytes:
@@ -262,7 +299,7 @@ def _describe(line: bytes, error: orjson.JSONDecodeError) -> str:
     """What is wrong with a line (its \\r ending removed) that orjson refused with ``error``, in words
     that do not depend on how it checks."""
     if not line.strip(_JSON_WHITESPACE):
-        return "the line is empty; every line must be a JSON object"
+        return "the line holds only whitespace; every line must be a JSON object (an empty one is skipped)"
     try:
         line.decode("utf-8")
     except UnicodeDecodeError as e:

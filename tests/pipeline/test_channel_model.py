@@ -17,7 +17,11 @@ code under test:
 - the rows stream holds exactly the appends not settled yet, in order, and each one's rows are stored;
   nothing of an append is left once its batch settled, committed or fenced;
 - a refused append stores nothing and a retry of an acknowledged one answers its next token again
-  and stores nothing.
+  and stores nothing;
+- an open refused for uncommitted rows (``fail_on_uncommitted_rows``, which the official SDK always
+  sends) seals the current writer: it appends nothing new (409 STALE), its acknowledged appends still
+  commit, so a reopen retried once they did is not held off by a writer that keeps appending;
+- an empty offset token (the SDK's ``endOffsetToken=`` when an append has none) is no token.
 """
 
 from __future__ import annotations
@@ -76,6 +80,8 @@ class Append:
     channel: str
     rows: int = 1
     with_token: bool = True
+    empty: bool = False
+    """Without a token, send it as the SDK does: an empty string."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +157,8 @@ class Chan:
     last_request: str = ""
     token: str | None = None
     rows_inserted: int = 0
+    sealed: bool = False
+    """An open with fail_on_uncommitted was refused since the current writer's open."""
 
 
 @dataclass
@@ -182,11 +190,13 @@ class Model:
             self.generations += 1
             ch = self.channels[name] = Chan(self.generations)
         elif fail_on_uncommitted and self.pending(name):
+            ch.sealed = True
             return ("ERR", Code.CHANNEL_HAS_UNCOMMITTED_DATA), False
         else:
             self._supersede(name)
         ch.cseq += 1
         ch.last_request = ""
+        ch.sealed = False
         return ("OK", ch.generation, ch.cseq, ch.rseq), created
 
     def drop(self, name: str, fail_on_uncommitted: bool) -> Answer:
@@ -219,6 +229,8 @@ class Model:
             return ("ERR", Code.STALE_CONTINUATION_TOKEN_SEQUENCER)
         if request == ch.last_request and rseq == ch.rseq - 1:
             return ("OK", ch.rseq)  # a retry: the same answer, nothing stored
+        if ch.sealed:
+            return ("ERR", Code.STALE_CONTINUATION_TOKEN_SEQUENCER)
         if rseq != ch.rseq:
             return ("ERR", Code.INVALID_ROW_SEQUENCER)
         self.acks.append(Ack(name, generation, cseq, rseq, ids, body, end))
@@ -361,7 +373,7 @@ class World:
     def drop(self, op: Drop) -> str:
         want = self.model.drop(op.channel, op.fail_on_uncommitted)
         try:
-            got: Answer = ("OK", self.store.drop(REF, op.channel, op.fail_on_uncommitted))
+            got: Answer = ("OK", self.store.drop(REF, op.channel, op.fail_on_uncommitted) is not None)
         except ChannelError as exc:
             got = ("ERR", exc.code)
         assert got == want, f"{op}: Floe {got}, model {want}"
@@ -397,7 +409,7 @@ class World:
         """The model's answer to an append with ``token``."""
         generation = self.generation[(channel, token.incarnation)]
         triple = (generation, token.client_sequencer, token.row_sequencer)
-        return self.model.append(channel, triple, request, ids, body, end)
+        return self.model.append(channel, triple, request, ids, body, end or None)
 
     def append(self, op: Append) -> str:
         w = self.current.get(op.channel)
@@ -405,7 +417,7 @@ class World:
             return "skipped: the channel has no writer"
         request = self.fresh("req")
         ids, body = self.rows(op.rows)
-        end = self.fresh("offset") if op.with_token else None
+        end = self.fresh("offset") if op.with_token else "" if op.empty else None
         want = self.expect(op.channel, w.token, request, ids, body, end)
         got = self.send(op.channel, w.token, request, body, op.rows, end)
         assert got == want, f"{op}: Floe {got}, model {want}"
@@ -597,7 +609,12 @@ class World:
 channels = st.sampled_from(CHANNELS)
 WEIGHTED: list[tuple[int, st.SearchStrategy[Op]]] = [
     (2, st.builds(Open, channels, st.booleans())),
-    (5, st.builds(Append, channels, st.integers(1, 3), st.sampled_from([True, True, True, False]))),
+    (
+        5,
+        st.builds(
+            Append, channels, st.integers(1, 3), st.sampled_from([True, True, True, False]), st.booleans()
+        ),
+    ),
     (2, st.builds(StaleAppend, channels, st.integers(0, 20))),
     (1, st.builds(Retry, channels, st.integers(0, 2))),
     (1, st.builds(Drop, channels, st.booleans())),
@@ -655,6 +672,22 @@ UNCOMMITTED: list[Op] = [
     Drop("c0", fail_on_uncommitted=True),
 ]
 
+SEALED_BY_A_REFUSED_REOPEN: list[Op] = [
+    Append("c0", 1),
+    Append("c0", 2, with_token=False, empty=True),
+    Open("c0", fail_on_uncommitted=True),  # refused: the writer is sealed
+    Append("c0", 1),  # refused
+    Retry("c0"),  # its last acknowledged append is still answered
+    StaleAppend("c0", 0),
+    Batch(1, "settle"),
+    Open("c0", fail_on_uncommitted=True),  # one append still waits
+    Batch(4, "crash"),
+    Batch(4, "settle"),  # the replay commits it
+    Open("c0", fail_on_uncommitted=True),  # nothing waits: the new writer
+    Append("c0", 1),
+    Batch(4, "settle"),
+]
+
 
 @contextmanager
 def fresh_world(client: redis.Redis[bytes]) -> Iterator[World]:
@@ -677,6 +710,7 @@ def fresh_world(client: redis.Redis[bytes]) -> Iterator[World]:
 @example(ops=DROP_AND_CREATE_AGAIN)
 @example(ops=REPLAY_AFTER_SETTLE)
 @example(ops=UNCOMMITTED)
+@example(ops=SEALED_BY_A_REFUSED_REOPEN)
 @given(ops=st.lists(steps, min_size=8, max_size=30))
 def test_random_channel_sequences_commit_exactly_once_and_fence(
     redis_client: redis.Redis[bytes], ops: list[Op]

@@ -118,6 +118,19 @@ def test_channel_settles_add_up_each_channels_appends() -> None:
 
 
 @pytest.mark.unit
+def test_an_empty_offset_token_is_no_token() -> None:
+    """The SDK sends endOffsetToken= when an append has none: an append queued so (before the API
+    read "" as no token) leaves the channel's token as it was, and its error no bound."""
+    a1, a2 = appended("a", 1, end="7"), appended("a", 2, end="")
+    res = PipeResults(
+        outcomes=[loaded(a1, 1), loaded(a2, 1, errors=1, error="bad")],
+        blobs=[{"name": "blob-a", "files": [a1.path, a2.path]}],
+    )
+    (a,) = channel_settles(res, [a1, a2], now=2_000)
+    assert (a.token, a.last_error, a.last_error_bound) == ("7", "bad", None)
+
+
+@pytest.mark.unit
 def test_a_reopen_inside_the_batch_keeps_the_writers_apart() -> None:
     old, new = appended("a", 1, cseq=1, end="1"), appended("a", 2, cseq=2, end="2")
     res = PipeResults(

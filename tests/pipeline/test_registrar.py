@@ -164,6 +164,23 @@ def test_a_channel_commit_is_atomic_and_replay_changes_nothing(
     assert store.statuses(ref, ["c"])["c"].rows_inserted == 2
 
 
+def test_an_empty_offset_token_never_becomes_the_committed_one(
+    isolated_settings: Settings, redis_client: redis.Redis
+) -> None:
+    """The SDK sends endOffsetToken= for an append without one: "" is no token, whoever passes it."""
+    keys, store, ref, appends = channel_world(isolated_settings, redis_client)
+    reg = ChannelRegistrar(redis_client, keys, 3600)
+    first = settle_of(appends[:1], "b1")
+    assert reg.settle(ref.pipe_id, [first], "q", 1, 2_000).outcome is Outcome.COMMITTED
+    assert store.statuses(ref, ["c"])["c"].last_committed_offset_token == "1"
+    second = settle_of(appends[1:], "b2")
+    second.token, second.last_error_bound = "", ""
+    assert reg.settle(ref.pipe_id, [second], "q", 2, 3_000).outcome is Outcome.COMMITTED
+    status = store.statuses(ref, ["c"])["c"]
+    assert status.last_committed_offset_token == "1" and status.rows_inserted == 4
+    assert status.last_error_offset_upper_bound is None
+
+
 def test_a_reopened_channels_appends_are_fenced_at_commit(
     isolated_settings: Settings, redis_client: redis.Redis
 ) -> None:

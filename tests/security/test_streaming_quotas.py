@@ -215,7 +215,7 @@ def test_reopening_a_channel_does_not_reset_what_it_holds(tenant_with: Any) -> N
     assert t.append("MALLORY", pipe, "c", t.opened("MALLORY", pipe, "c"), rows(10)).status_code == 200
     for _ in range(3):
         again = t.append("MALLORY", pipe, "c", t.opened("MALLORY", pipe, "c"), rows(10))
-        refused(again, 429, wire.Code.RATE_LIMITED, "FLOE_STREAMING__MAX_PENDING_BYTES_PER_CHANNEL")
+        refused(again, 503, wire.Code.PENDING_FULL, "FLOE_STREAMING__MAX_PENDING_BYTES_PER_CHANNEL")
     assert len(t.queued(pipe)) == 1
 
 
@@ -241,7 +241,7 @@ def test_what_a_pipe_a_table_and_a_user_hold_is_bounded(tenant_with: Any, scope:
     ok = t.append(*first, t.opened(*first), body, zstd=True)
     assert ok.status_code == 200, ok.text
     over = t.append(*second, t.opened(*second), body, zstd=True)
-    refused(over, 429, wire.Code.RATE_LIMITED, f"FLOE_STREAMING__{setting.upper()}")
+    refused(over, 503, wire.Code.PENDING_FULL, f"FLOE_STREAMING__{setting.upper()}")
     # A writer that does not share that holder still appends.
     other = ("TRUDY", t.default_pipe(1), "z")
     assert t.append(*other, t.opened(*other), body, zstd=True).status_code == 200
@@ -298,7 +298,7 @@ def test_concurrent_appends_overshoot_a_bound_by_at_most_one_append(tenant_with:
         for _ in range(10):
             resp = t.append("MALLORY", pipe, channel, cont, body)
             if resp.status_code != 200:
-                refused(resp, 429, wire.Code.RATE_LIMITED, "FLOE_STREAMING__MAX_PENDING_BYTES_PER_USER")
+                refused(resp, 503, wire.Code.PENDING_FULL, "FLOE_STREAMING__MAX_PENDING_BYTES_PER_USER")
                 break
             accepted += 1
             cont = resp.json()["next_continuation_token"]
@@ -332,7 +332,7 @@ def test_an_append_over_a_full_bound_is_refused_before_it_is_inflated(
     monkeypatch.setattr(streaming_service, "decode_body", counting)
     bomb = zstd(rows(20_000, pad=1000))  # about 20 MB of rows in a few KB
     over = t.append("MALLORY", pipe, "b", t.opened("MALLORY", pipe, "b"), bomb, zstd=True)
-    refused(over, 429, wire.Code.RATE_LIMITED, "FLOE_STREAMING__MAX_PENDING_BYTES_PER_USER")
+    refused(over, 503, wire.Code.PENDING_FULL, "FLOE_STREAMING__MAX_PENDING_BYTES_PER_USER")
     assert inflated == [], "the body was inflated although the user's bound had no room for it"
 
 
@@ -368,7 +368,7 @@ def test_the_bound_frees_up_when_the_pipeline_commits(tenant_with: Any) -> None:
     first = t.append("MALLORY", pipe, "c", cont, rows(5))
     assert first.status_code == 200
     cont = first.json()["next_continuation_token"]
-    refused(t.append("MALLORY", pipe, "c", cont, rows(5)), 429, wire.Code.RATE_LIMITED)
+    refused(t.append("MALLORY", pipe, "c", cont, rows(5)), 503, wire.Code.PENDING_FULL)
     assert _settle(t, pipe) is Outcome.COMMITTED
     assert t.append("MALLORY", pipe, "c", cont, rows(5)).status_code == 200
 

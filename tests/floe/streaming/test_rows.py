@@ -57,6 +57,15 @@ GOOD: list[tuple[bytes, bytes, int]] = [
     (b'{"a":1,"a":2}\n', b'{"a":1,"a":2}\n', 1),
     # Only one \r belongs to the line ending; one more before it is the row's trailing whitespace.
     (b"{}\r\r\n", b"{}\r\n", 1),
+    # Empty lines separate nothing and are left out: the snowpipe-streaming SDK ends each
+    # append_row(s) call's rows with one (docs/streaming-sdk-protocol.md, section 4.5).
+    (b'{"id":1}\n\n{"id":2}\n{"id":3}\n\n', b'{"id":1}\n{"id":2}\n{"id":3}\n', 3),
+    (b"{}\n\n{}\n", b"{}\n{}\n", 2),
+    (b"{}\n\n", b"{}\n", 1),
+    (b"{}\r\n\r\n", b"{}\n", 1),
+    (b"\n\n{}", b"{}\n", 1),
+    (b"{}\n\n\n\r\n\n{}\r", b"{}\n{}\n", 2),
+    (b'{"a":1}\r\n\n{"b":2}\r\n', b'{"a":1}\n{"b":2}\n', 2),
 ]
 
 
@@ -75,13 +84,16 @@ def test_many_rows() -> None:
 BAD: list[tuple[bytes, int, str]] = [
     # (body, line, a fragment of the message)
     (b"", 1, "the body has no rows"),
-    (b"\n", 1, "the line is empty"),
-    (b"\r\n", 1, "the line is empty"),
-    (b"  \t ", 1, "the line is empty"),
-    (b"{}\n\n{}\n", 2, "the line is empty"),
-    (b"{}\n\n", 2, "the line is empty"),
-    (b"{}\r\n\r\n", 2, "the line is empty"),
-    (b"{}\n{}\n \n", 3, "the line is empty"),
+    (b"\n", 1, "the body has no rows"),
+    (b"\r\n", 1, "the body has no rows"),
+    (b"\n\n\r\n\n", 1, "the body has no rows"),
+    # Only an empty line is skipped; one of whitespace is no JSON value.
+    (b"  \t ", 1, "the line holds only whitespace"),
+    (b"{}\n{}\n \n", 3, "the line holds only whitespace"),
+    (b"{}\n\r\r\n", 2, "the line holds only whitespace"),
+    # Lines are numbered as sent, empty ones included.
+    (b"{}\n\n[1]\n", 3, "not an array"),
+    (b"\n\n\n{", 4, "unexpected end of data"),
     (b"[1]", 1, "a row must be a JSON object, not an array"),
     (b"{}\n[]\n{}", 2, "not an array"),
     (b"3\n", 1, "not a number"),
@@ -132,7 +144,7 @@ def test_lines_across_blocks() -> None:
     assert len(body) > 5 * rows._BLOCK_BYTES
     assert parse_rows(body) == RowBatch(data=body, count=len(lines))
     for bad in (1, 2, 700, 701, 1_999, 3_000, 5_999, 6_000):
-        for garbage in (b"", b"[]", b"{"):
+        for garbage in (b" ", b"[]", b"{"):  # an empty line is skipped (test_good_bodies)
             broken = [*lines[: bad - 1], garbage, *lines[bad:]]
             with pytest.raises(MalformedRows) as caught:
                 parse_rows(b"\r\n".join(broken) + b"\r\n")
@@ -410,6 +422,28 @@ def test_rows_round_trip(
     assert [orjson.loads(line) for line in batch.data.split(b"\n")[:-1]] == objects
 
 
+@given(
+    body=bodies(),
+    empties=st.lists(st.tuples(st.integers(min_value=0), endings), max_size=6),
+    encoding=encodings,
+    block=block_sizes,
+)
+def test_empty_lines_anywhere_change_nothing(
+    body: tuple[list[dict[str, Any]], list[bytes]],
+    empties: list[tuple[int, bytes]],
+    encoding: str | None,
+    block: int,
+) -> None:
+    objects, lines = body
+    with mock.patch.object(rows, "_BLOCK_BYTES", block):
+        without = parse_rows(decode_body(_send(lines, True, encoding), encoding))
+        for position, ending in empties:
+            lines.insert(position % (len(lines) + 1), ending)
+        batch = parse_rows(decode_body(_send(lines, True, encoding), encoding))
+    assert batch == without
+    assert [orjson.loads(line) for line in batch.data.split(b"\n")[:-1]] == objects
+
+
 def _is_object(line: bytes) -> bool:
     try:
         return isinstance(orjson.loads(line), dict)
@@ -449,8 +483,9 @@ def test_a_bad_line_is_named(
     assume(b"\n" not in bad)
     # The parser takes one \r before the line's end as the line ending's, whichever ending follows.
     assume(not _is_object(bad) and not _is_object(bad.removesuffix(b"\r")))
-    # An empty last line without a final newline is no line at all.
-    assume(bad.removesuffix(b"\r") or index < len(lines) - 1 or final_newline)
+    # An empty line is skipped, not refused (and an empty last line without a final newline is no
+    # line at all).
+    assume(bad not in (b"", b"\r"))
     ending = lines[index][len(lines[index].rstrip(b"\r\n")) :]
     lines[index] = bad + ending
     with mock.patch.object(rows, "_BLOCK_BYTES", block), pytest.raises(MalformedRows) as caught:
@@ -487,6 +522,26 @@ def test_a_body_within_the_callers_limit_decodes_whole(encoding: str | None) -> 
         decode_body(body, encoding, limit=len(data) - 1)
     # A limit above the cap is the cap.
     assert decode_body(body, encoding, limit=1 << 40) == data
+
+
+def test_empty_lines_are_no_rows_for_max_rows() -> None:
+    sdk = b'{"id":1}\n\n' * 5
+    assert parse_rows(sdk, max_rows=5) == RowBatch(data=b'{"id":1}\n' * 5, count=5)
+    with pytest.raises(TooManyRows, match="more than 4 rows"):
+        parse_rows(sdk, max_rows=4)
+
+
+def test_memory_stays_bounded_whatever_the_empty_line_count() -> None:
+    body = b"{}\n\n" * (MIB // 4)
+    tracemalloc.start()
+    try:
+        batch = parse_rows(body)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert batch == RowBatch(data=b"{}\n" * (MIB // 4), count=MIB // 4)
+    # The rows kept (768 KiB) and a block's lines at a time, not a bytes object for every line.
+    assert peak < 4 * MIB
 
 
 def test_rows_past_max_rows_stop_the_parse() -> None:
