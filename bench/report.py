@@ -49,8 +49,6 @@ STREAM_TP = ("figures", "streaming", "throughput")
 STREAM_LAT = ("figures", "streaming", "latency", "append_to_committed")
 STREAM_CHANNEL_KEYS = ("1_channel", "8_channels")
 """The streaming throughput figures (bench.streaming.channel_label of CHANNEL_COUNTS)."""
-SDK = ("figures", "sdk")
-"""Snowflake's streaming SDK against Floe's own client (bench/sdk.py)."""
 EXTERNAL = ("figures", "external")
 EXTERNAL_RATIO = "external_function_over_baseline"
 """Rows/s of the query with the remote function over rows/s of the same query without it."""
@@ -251,7 +249,11 @@ def missing_figures(result: dict[str, Any], parts: set[str], latency_labels: lis
         wanted.append(("figures", "notifications", "files_per_s"))
     if "rest" in parts:
         wanted += [("figures", "rest", "calls_per_s"), ("figures", "rest", "p99_ms")]
-    wanted += _streaming_wanted(parts)
+    if "streaming" in parts:
+        wanted.append(("figures", "streaming", "limit", "rows_per_s"))
+        for key in STREAM_CHANNEL_KEYS:
+            wanted += [(*STREAM_TP, key, "rows_per_s"), ("ratios", f"streaming_{key}_over_limit")]
+        wanted += [(*STREAM_LAT, "p50_s"), (*STREAM_LAT, "p99_s")]
     if "external" in parts:
         wanted += [(*EXTERNAL, "baseline", "rows_per_s"), ("ratios", EXTERNAL_RATIO)]
         wanted += [
@@ -262,19 +264,6 @@ def missing_figures(result: dict[str, Any], parts: set[str], latency_labels: lis
     if "curves" in parts:
         wanted += [("figures", "curves", c, "growth") for c in ("files", "size")]
     return [".".join(p) for p in wanted if not isinstance(dig(result, p), int | float)]
-
-
-def _streaming_wanted(parts: set[str]) -> list[tuple[str, ...]]:
-    """The figures of the row-streaming parts (streaming, sdk) that ``parts`` should produce."""
-    wanted: list[tuple[str, ...]] = []
-    if "streaming" in parts:
-        wanted.append(("figures", "streaming", "limit", "rows_per_s"))
-        for key in STREAM_CHANNEL_KEYS:
-            wanted += [(*STREAM_TP, key, "rows_per_s"), ("ratios", f"streaming_{key}_over_limit")]
-        wanted += [(*STREAM_LAT, "p50_s"), (*STREAM_LAT, "p99_s")]
-    if "sdk" in parts:
-        wanted += [(*SDK, "floe", "rows_per_s"), (*SDK, "sdk", "rows_per_s"), (*SDK, "sdk_over_floe_client")]
-    return wanted
 
 
 def _scale_wanted(parts: set[str]) -> list[tuple[str, ...]]:
@@ -431,7 +420,6 @@ def table_rows(
         target_row("REST insertFiles p99", "rest_p99_ms", lambda v: _num(v, ".1f", " ms"))
     rows += _curve_rows(result)
     rows += _streaming_rows(result, checks)
-    rows += _sdk_rows(result)
     rows += _external_rows(result)
     rows += _scale_rows(result)
     if "memory_idle" in f and "pipeline" in f["memory_idle"]:
@@ -582,30 +570,6 @@ def _streaming_rows(
                 lambda v: _num(v, ".2f", " s"),
                 bound,
             )
-    return rows
-
-
-def _sdk_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    """The sdk part's rows of the summary table (issue 32 sets no target)."""
-    sdk: dict[str, Any] | None = result.get("figures", {}).get("sdk")
-    if sdk is None:
-        return []
-    rows: list[tuple[str, str, str, str]] = []
-    names = {"sdk": f"snowpipe-streaming {sdk.get('sdk_version')} (rowset mode)", "floe": "Floe's client"}
-    for client, name in names.items():
-        fig = sdk.get(client, {})
-        spread = fig.get("rows_per_s_spread", {})
-        runs = len(fig.get("runs", []))
-        span = f"min {_num(spread.get('min'))}, max {_num(spread.get('max'))} ({runs} runs)"
-        rows.append(
-            (
-                f"Streaming SDK part: {name}, {sdk.get('channels')} channels over HTTPS",
-                f"{_num(fig.get('rows_per_s'))} rows/s",
-                span,
-                "",
-            )
-        )
-    rows.append(("  SDK / Floe's client", _num(sdk.get("sdk_over_floe_client"), ".2f"), "", ""))
     return rows
 
 

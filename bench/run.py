@@ -19,9 +19,6 @@ Parts (--only takes a comma-separated list of them):
   streaming      Snowpipe Streaming (bench/streaming.py): rows/s into one table with 1 and with 8
                  channels of Floe's client, append→committed p50/p99 at a steady rate, and pyarrow
                  on the same rows as NDJSON (its limit).
-  sdk            Snowflake's streaming SDK, snowpipe-streaming 1.9.1, against Floe's own client
-                 (bench/sdk.py): rows/s of each on the same rows over 4 channels, through a second
-                 floe api with TLS (the SDK needs https), runs alternating; medians and their ratio.
   external       external functions (bench/external.py): SELECT SUM(bench_echo(id)) over N rows,
                  the function a trivial echo service in a process of its own, against SELECT
                  SUM(id); rows/s of each, their ratio, batches/s and the concurrency reached.
@@ -102,7 +99,6 @@ from bench.report import (
     versions,
 )
 from bench.scale import LOCAL_MASTER, JobSwitch, cluster_conf, mode_label, run_scale, stop_cluster
-from bench.sdk import SDK_CHANNELS, SDK_VERSION, run_sdk
 from bench.streaming import (
     APPEND_ROWS,
     CHANNEL_COUNTS,
@@ -132,7 +128,6 @@ PARTS: tuple[str, ...] = (
     "notifications",
     "rest",
     "streaming",
-    "sdk",
     "external",
     "query_memory",
     "spark_cluster",
@@ -159,7 +154,6 @@ STACK_PHASES = frozenset(
         "streaming_warmup",
         *(f"streaming_{channel_label(n)}" for n in CHANNEL_COUNTS),
         "streaming_latency",
-        "sdk",
         "external",
         "query_memory",
         "spark_cluster",
@@ -189,8 +183,6 @@ FULL: dict[str, Any] = {
     "stream_rate": 1_000.0,
     "stream_seconds": 30.0,
     "stream_append_rows": 50,
-    "sdk_rows": 1_000_000,
-    "sdk_repeats": 3,
     "external_rows": 1_000_000,
     "external_repeats": 3,
     "query_table_mb": 2048,
@@ -217,8 +209,6 @@ SMOKE: dict[str, Any] = {
     "stream_rows": 20_000,
     "stream_repeats": 1,
     "stream_seconds": 5.0,
-    "sdk_rows": 20_000,
-    "sdk_repeats": 1,
     "external_rows": 20_000,
     "query_table_mb": 64,
     "query_repeats": 1,
@@ -364,9 +354,6 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help=f"rows per append of the latency channel {sizes('stream_append_rows')}",
     )
-    g = p.add_argument_group("streaming SDK against Floe's client")
-    g.add_argument("--sdk-rows", type=int, help=f"rows per run of each client {sizes('sdk_rows')}")
-    g.add_argument("--sdk-repeats", type=int, help=f"runs of each client, alternating {sizes('sdk_repeats')}")
     g = p.add_argument_group("external functions")
     g.add_argument(
         "--external-rows",
@@ -538,14 +525,6 @@ class Run:
                 "compression": COMPRESSION,
                 "seed": a.seed,
             },
-            "sdk": {
-                "rows": a.sdk_rows,
-                "repeats": a.sdk_repeats,
-                "channels": SDK_CHANNELS,
-                "sdk": f"snowpipe-streaming=={SDK_VERSION}, rowset mode",
-                "rows_per_append_call": APPEND_ROWS,
-                "seed": a.seed,
-            },
             "external": {
                 "rows": a.external_rows,
                 "repeats": a.external_repeats,
@@ -677,9 +656,10 @@ class Run:
         # keep it from running.
         if rows is not None:
             self.streaming(progress, rows)
-        for part in ("sdk", "external", "query_memory"):
-            if part in self.parts:
-                getattr(self, part)(progress)
+        if "external" in self.parts:
+            self.external(progress)
+        if "query_memory" in self.parts:
+            self.query_memory(progress)
         # After the query part: its API RSS figures would otherwise include what these loads'
         # COUNT(*) polls leave in the API's blob cache.
         if dataset is not None and "spark_cluster" in self.parts:
@@ -1091,33 +1071,6 @@ class Run:
                 f"p50 {q['p50_s']:.2f} s p99 {q['p99_s']:.2f} s ({lat['appends']} appends)"
             )
         self.part_done(progress, "streaming")  # its phases are streaming_*: the part ends here
-
-    def sdk(self, progress: Progress) -> None:
-        """Snowflake's streaming SDK against Floe's own client on the same rows (bench/sdk.py)."""
-        assert self.stack is not None
-        a = self.args
-        bars = _Bars(progress, lambda label: f"sdk: {label} (rows committed)")
-        out = self.phase(
-            "sdk",
-            progress,
-            run_sdk,
-            self.stack,
-            a.sdk_rows,
-            a.sdk_repeats,
-            a.seed,
-            redis_pid(self.stack),
-            warm="streaming" not in self.parts,
-            on_progress=bars.update,
-        )
-        bars.close()
-        if out:
-            self.result["figures"]["sdk"] = out
-            progress.console.print(
-                f"[green]✓[/] sdk: snowpipe-streaming {SDK_VERSION} {out['sdk']['rows_per_s']:,.0f} rows/s, "
-                f"Floe's client {out['floe']['rows_per_s']:,.0f} rows/s over the same HTTPS API "
-                f"(SDK / Floe {out['sdk_over_floe_client']:.2f}; medians of {a.sdk_repeats}, "
-                f"{a.sdk_rows:,} rows)"
-            )
 
     def external(self, progress: Progress) -> None:
         """A query calling a trivial remote function against the same query without it."""
