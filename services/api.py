@@ -28,10 +28,12 @@ import anyio.from_thread
 import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -46,7 +48,6 @@ from floe.settings import Settings
 from services.access import Need, authorize
 from services.answers import ErrorAnswer, RestError, Throttled, answer_for, is_rest
 from services.auth import (
-    SCOPED_TOKEN_TYPE,
     Authenticator,
     Identity,
     RateLimiter,
@@ -63,11 +64,20 @@ from services.stages import UPLOAD_PATH
 from services.stages import router as stages_router
 from services.streaming import StreamingService
 from services.streaming import router as streaming_router
+from services.streaming_paths import RawStreamingPaths
+from services.streaming_session import (
+    TELEMETRY_MAX_BYTES,
+    TELEMETRY_PATH,
+    Hostnames,
+    session_router,
+    unknown_streaming_route,
+)
 
 log = logging.getLogger("floe.api")
 
-ADMISSION_ERRORS: tuple[type[Exception], ...] = (AuthenticationFailed, Throttled, *REDIS_ERRORS)
-"""What admitting a request can raise that has an answer of its own (401, 429, 503)."""
+ADMISSION_ERRORS: tuple[type[Exception], ...] = (AuthenticationFailed, RestError, Throttled, *REDIS_ERRORS)
+"""What admitting a request can raise that has an answer of its own (401, 400 for a role the token
+names that is not granted, 429, 503)."""
 
 PUBLIC_PATHS = frozenset(
     {"/health", HEALTHZ, READYZ, "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
@@ -78,6 +88,10 @@ METRICS_PATH = "/metrics"
 user whose role holds ``READ_METRICS`` (the gate admits its JWT as any route's)."""
 READ_METRICS = Need("ACCOUNT", "", ("MONITOR",))
 """What a user needs to read /metrics off loopback: its labels name every pipe of the account."""
+TELEMETRY_TOO_LARGE = (
+    f"The telemetry body is larger than {TELEMETRY_MAX_BYTES} bytes; Floe discards the SDK's "
+    "telemetry, so the client may send none (property enable_telemetry_reporting=false)."
+)
 MAX_HEAD_BYTES = 32 * 1024
 """Largest request line plus headers uvicorn's httptools parser is fed; a JWT is under 1 KiB."""
 
@@ -307,6 +321,7 @@ class Gate:
         scoped: ScopedTokens | None = None,
         streamed: dict[str, int] | None = None,
         metrics: MetricsAccess | None = None,
+        bounded: dict[str, tuple[int, str]] | None = None,
     ) -> None:
         self.app = app
         self.metrics = metrics or MetricsAccess("127.0.0.1", None)
@@ -319,6 +334,8 @@ class Gate:
         self.streamed = streamed or {}
         """PUT paths whose route reads its body itself, as a stream, with the size bound given
         here (a file PUT on a stage may be gigabytes: it is never held whole)."""
+        self.bounded = bounded or {}
+        """Paths whose body is bounded below ``max_body``: the bound and the refusal's text."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # The console checks its own session cookie, before it reads a body (services/console).
@@ -343,18 +360,19 @@ class Gate:
             return
         scope.setdefault("state", {})["identity"] = identity
         streamed = self.streamed.get(path) if scope.get("method") == "PUT" else None
+        limit, too_large = self.bounded.get(path, (self.max_body, ""))
         if length is not None:
             declared = int(length) if length.isdigit() else -1
             if declared < 0:
                 await _refuse(send, path, 400, "390400", "Content-Length must be a non-negative integer.")
                 return
-            if declared > (self.max_body if streamed is None else streamed):
-                await _refuse(send, path, 413, "390413", self._too_large(streamed))
+            if declared > (limit if streamed is None else streamed):
+                await _refuse(send, path, 413, "390413", too_large or self._too_large(streamed))
                 return
         if streamed is not None:  # authenticated: its route streams the body under its own bounds
             await self.app(scope, receive, send)
             return
-        body = await self._read(scope, receive, send, path)
+        body = await self._read(scope, receive, send, path, limit, too_large)
         if body is None:
             return
         replayed = False
@@ -387,7 +405,9 @@ class Gate:
 
     async def _admit(self, scope: Scope, authorization: str | None, token_type: str | None) -> Identity:
         """The caller's identity; Throttled while its address has failed too often."""
-        if self.scoped is not None and (token_type or "").strip().upper() == SCOPED_TOKEN_TYPE:
+        # The type header is optional (Snowflake documents it so): without it a scoped token is
+        # told by its form (``ScopedTokens.presented``).
+        if self.scoped is not None and self.scoped.presented(authorization, token_type):
             return self._admit_scoped(scope, authorization)
         identity = self.authenticator.admit_cached(authorization, token_type)
         if identity is not None:
@@ -428,8 +448,10 @@ class Gate:
             "request: insertFiles takes at most 5,000 paths per call."
         )
 
-    async def _read(self, scope: Scope, receive: Receive, send: Send, path: str) -> bytes | None:
-        """The whole body, or None once a refusal was sent (or the client left)."""
+    async def _read(
+        self, scope: Scope, receive: Receive, send: Send, path: str, limit: int, too_large: str
+    ) -> bytes | None:
+        """The whole body, at most ``limit`` bytes, or None once a refusal was sent (or the client left)."""
         chunks: list[bytes] = []
         size = 0
         try:
@@ -440,8 +462,8 @@ class Gate:
                         return None  # http.disconnect: nobody is left to answer
                     chunk = message.get("body", b"")
                     size += len(chunk)
-                    if size > self.max_body:
-                        await _refuse(send, path, 413, "390413", self._too_large())
+                    if size > limit:
+                        await _refuse(send, path, 413, "390413", too_large or self._too_large())
                         return None
                     chunks.append(chunk)
                     if not message.get("more_body", False):
@@ -521,9 +543,9 @@ def create_app(settings: Settings, client: RedisClient | None = None) -> FastAPI
     secret = create_private_file(settings.auth.scoped_token_key_file, lambda: secrets.token_bytes(32))
     scoped = ScopedTokens(secret, settings.account, settings.auth.scoped_token_lifetime_s)
     streaming = StreamingService(settings, rclient, catalog, keys, process_metrics.appends)
-    app.include_router(
-        streaming_router(streaming, authenticator, scoped, f"{settings.api.host}:{settings.api.port}")
-    )
+    app.include_router(streaming_router(streaming, authenticator))
+    # What the official SDK asks before its first channel (hostname, token, pipe info, telemetry).
+    app.include_router(session_router(streaming, authenticator, scoped, Hostnames.of(settings)))
     # PUT and GET's transfers (internal stages), under the REST rate limit.
     app.include_router(
         stages_router(executor.stage_files, lambda r: caller_of(r, authenticator), executor.use_role, limiter)
@@ -540,6 +562,9 @@ def create_app(settings: Settings, client: RedisClient | None = None) -> FastAPI
     metrics_access.warn("api")
     app.state.limiters = {"rest": limiter, "sql": sql_limiter, "failed_logins": failed_logins}
 
+    # Added first, runs last (just before routing): a streaming name may hold an encoded '/', so
+    # its route is found on the raw path; the gate and the metrics see the path as sent.
+    app.add_middleware(RawStreamingPaths)
     # Added last, runs first: the request context (ids, metrics) wraps the gate, so refusals count.
     app.add_middleware(
         Gate,
@@ -550,6 +575,7 @@ def create_app(settings: Settings, client: RedisClient | None = None) -> FastAPI
         scoped=scoped,
         streamed={UPLOAD_PATH: settings.stages.max_file_bytes},
         metrics=metrics_access,
+        bounded={TELEMETRY_PATH: (TELEMETRY_MAX_BYTES, TELEMETRY_TOO_LARGE)},
     )
     app.add_middleware(
         RequestContext, metrics=process_metrics.requests, redis_errors=process_metrics.redis_errors
@@ -572,6 +598,11 @@ def create_app(settings: Settings, client: RedisClient | None = None) -> FastAPI
             except Exception as exc:  # noqa: BLE001 -- the HTTP boundary; answer_for logs what is unexpected
                 return answer_for(exc, request.url.path).response()
         return Response(generate_latest(process_metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, exc: HTTPException) -> Response:
+        # The streaming routes' 404 and 405 carry a code: the SDK retries a code-less 404 for hours.
+        return unknown_streaming_route(request, exc) or await http_exception_handler(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

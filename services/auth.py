@@ -9,6 +9,10 @@ signature must verify with it. A failure of the token's form (malformed, wrong a
 account, expired) names the check that failed; an unknown user, a user without a key, a fingerprint
 that matches none of the user's keys and a bad signature all get the one message ``NO_MATCHING_KEY``,
 so an answer never tells whether a user exists. No answer echoes the token or a key.
+
+A JWT's ``scp`` claim ``session:role:<role>`` (the SDK's ``role`` property) makes that role the
+current one, as ``USE ROLE`` does; a role not granted to the user is refused on every request, so
+revoking it ends the tokens that name it at once.
 """
 
 from __future__ import annotations
@@ -16,15 +20,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from dataclasses import dataclass, replace
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from floe.catalog import ADMIN_ROLE, Catalog, User
+from floe.catalog.names import IDENTIFIER_MAX_LENGTH, unquote
+from floe.catalog.store import role_closure
 from floe.errors import AuthenticationFailed
 from floe.keypair import InvalidKey, fingerprint, load_public_key
 from floe.settings import AuthSettings
+from services.answers import RestError
 
 log = logging.getLogger("floe.api.auth")
 
@@ -40,6 +48,10 @@ NO_MATCHING_KEY = (
 )
 """The one answer for an unknown user, a user without a key, a wrong fingerprint and a bad signature."""
 _MS_THRESHOLD = 10**11  # a timestamp above this (year 5138 in seconds) must be in milliseconds
+ROLE_SCOPE = "session:role:"
+"""How the ``scp`` claim of a key-pair JWT names the role to act as (Snowflake's scope syntax)."""
+ROLE_NOT_GRANTED = "390189"
+"""Snowflake's code for a connection's role that is not granted to its user."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +98,20 @@ class Principal:
         return cls(user.name, granted, primary)
 
 
+class RoleNotGranted(RestError):
+    """The role a token asks for (``scp``) is not granted to its user: a 400, not a failed login (the
+    token is the user's own), and one the SDK does not retry."""
+
+    def __init__(self, role: str, user: str) -> None:
+        super().__init__(
+            400,
+            ROLE_NOT_GRANTED,
+            f"Role '{role}' named in the token's scp claim (the client's role property) is not granted "
+            f"to user '{user}'. Ask an administrator to GRANT ROLE {role} TO USER {user}, or connect "
+            "with a granted role, or with none for the user's DEFAULT_ROLE.",
+        )
+
+
 class RejectedToken(AuthenticationFailed):
     """A well-formed token that does not authenticate: an attempt the failed-login limit counts.
 
@@ -105,6 +131,33 @@ class Identity:
     user: str
     fingerprint: str
     principal: Principal | None
+    role: str | None = None
+    """The role the token asks to act as (``scp``), checked against the user's grants by
+    ``Authenticator.resolve``; None: the user's DEFAULT_ROLE."""
+
+
+def scope_role(claims: dict[str, object]) -> str | None:
+    """The role a key-pair JWT's ``scp`` claim names (``session:role:<role>``), as SQL reads an
+    identifier: quoted, as written; bare, upper-cased (the SDK sends the role as the user wrote
+    it). None when there is no such claim or it names no role."""
+    scp = claims.get("scp")
+    if scp is None:
+        return None
+    if not isinstance(scp, str):
+        raise AuthenticationFailed(
+            f"JWT token is invalid: the 'scp' claim must be a string such as '{ROLE_SCOPE}<role>'."
+        )
+    if not scp.lower().startswith(ROLE_SCOPE):
+        return None
+    written = scp[len(ROLE_SCOPE) :].strip()
+    quoted = len(written) >= 2 and written.startswith('"') and written.endswith('"')
+    role = unquote(written) if quoted else written.upper()
+    if not role or len(role) > IDENTIFIER_MAX_LENGTH:
+        raise AuthenticationFailed(
+            f"JWT token is invalid: the role in its 'scp' claim must be 1 to {IDENTIFIER_MAX_LENGTH} "
+            "characters; set the client's role property to a role granted to the user."
+        )
+    return role
 
 
 def _seconds(value: object, claim: str) -> float:
@@ -123,7 +176,7 @@ class Authenticator:
         self._keys: dict[str, tuple[str, rsa.RSAPublicKey]] = {}
         # Verified tokens -> (user, fingerprint, exp); the SDK reuses one token for ~54 minutes,
         # so this saves an RSA verification per request while still honouring key changes.
-        self._verified: dict[str, tuple[str, str, float]] = {}
+        self._verified: dict[str, tuple[str, str, float, str | None]] = {}
         self._lock = threading.Lock()
 
     def _user_keys(self, user: User) -> dict[str, rsa.RSAPublicKey]:
@@ -161,12 +214,12 @@ class Authenticator:
         with self._lock:
             cached = self._verified.get(token)
         if cached is not None:
-            name, fp, exp = cached
+            name, fp, exp, role = cached
             user = self.catalog.find(User, name)
             if user is not None and fp in self._user_keys(user):
                 if now > exp + self.settings.clock_skew_s:
                     raise RejectedToken("JWT token is invalid: it has expired; sign a new one.")
-                return Principal.of(user)
+                return self.acting(user, role)
         return self._verify(token, now)
 
     def admit(self, authorization: str | None, token_type: str | None = None) -> Identity:
@@ -176,7 +229,8 @@ class Authenticator:
         _scheme, _, token = (authorization or "").strip().partition(" ")
         with self._lock:
             cached = self._verified.get(token.strip())
-        return Identity(principal.user, cached[1] if cached else "", principal)
+        fp, role = (cached[1], cached[3]) if cached else ("", None)
+        return Identity(principal.user, fp, principal, role)
 
     def admit_cached(self, authorization: str | None, token_type: str | None = None) -> Identity | None:
         """The Identity of a token this process verified before and that has not expired, without
@@ -195,7 +249,7 @@ class Authenticator:
             cached = self._verified.get(token.strip())
         if cached is None or time.time() > cached[2] + self.settings.clock_skew_s:
             return None
-        return Identity(cached[0], cached[1], None)
+        return Identity(cached[0], cached[1], None, cached[3])
 
     def resolve(self, identity: Identity) -> Principal:
         """The Principal an admitted request acts as, read from the catalog (pin it to share the read).
@@ -208,7 +262,17 @@ class Authenticator:
         user = self.catalog.find(User, identity.user)
         if user is None or identity.fingerprint not in self._user_keys(user):
             raise AuthenticationFailed(NO_MATCHING_KEY)
-        return Principal.of(user)
+        return self.acting(user, identity.role)
+
+    def acting(self, user: User, role: str | None) -> Principal:
+        """The user as it signs in, acting as ``role`` when its token names one: the role must be
+        granted to it, directly or through other roles (``USE ROLE``'s rule)."""
+        principal = Principal.of(user)
+        if role is None:
+            return principal
+        if role not in role_closure(self.catalog, principal.roles):
+            raise RoleNotGranted(role, user.name)
+        return principal.acting_as(role)
 
     def _verify(self, token: str, now: float) -> Principal:
         try:
@@ -269,11 +333,13 @@ class Authenticator:
             raise RejectedToken(
                 f"JWT token is invalid: exp is more than {self.settings.max_token_lifetime_s} s after iat."
             )
+        role = scope_role(claims)
+        principal = self.acting(user, role)
         with self._lock:
             if len(self._verified) > 10_000:
                 self._verified = {t: v for t, v in self._verified.items() if v[2] + skew > now}
-            self._verified[token] = (user.name, fp, exp)
-        return Principal.of(user)
+            self._verified[token] = (user.name, fp, exp, role)
+        return principal
 
 
 class ScopedTokens:
@@ -282,7 +348,10 @@ class ScopedTokens:
 
     A token is an HS256 JWT signed with a secret only the API holds. It names the user and the
     fingerprint of the key that signed the exchanged JWT, so removing that key or the user ends it
-    at once (``Authenticator.resolve``), as it does for key-pair tokens.
+    at once (``Authenticator.resolve``), as it does for key-pair tokens; and the role the exchanged
+    JWT asked for, checked on every request. Each exchange makes a new token (``jti``): the SDK
+    exchanges again after a 401, and given the token that failed it loops (1,393 exchanges in
+    1.3 s, docs/streaming-sdk-protocol.md section 2).
     """
 
     AUDIENCE = "floe:streaming"
@@ -294,15 +363,37 @@ class ScopedTokens:
 
     def issue(self, identity: Identity, scope: str, now: float) -> str:
         """A scoped token for the admitted caller of the exchange."""
-        claims = {
+        claims: dict[str, object] = {
             "sub": f"{self.account}.{identity.user}",
             "fp": identity.fingerprint,
             "aud": self.AUDIENCE,
             "scope": scope,
             "iat": int(now),
-            "exp": int(now) + self.lifetime_s,
+            "exp": int(now) + self.lifetime_s,  # seconds: the SDK reads it so
+            "jti": uuid.uuid4().hex,
         }
+        if identity.role is not None:
+            claims["role"] = identity.role
         return jwt.encode(claims, self._secret, algorithm="HS256")
+
+    @classmethod
+    def presented(cls, authorization: str | None, token_type: str | None) -> bool:
+        """Whether a request carries a scoped token: its X-Snowflake-Authorization-Token-Type says
+        OAUTH or, that optional header left out (as Snowflake documents it), its bearer has a
+        scoped token's form: HS256 (no key-pair JWT is) for this audience. Read without
+        verifying: ``admit`` verifies; any other JWT goes to the key-pair check, which says what
+        is wrong with it."""
+        if token_type is not None and token_type.strip():
+            return token_type.strip().upper() == SCOPED_TOKEN_TYPE
+        scheme, _, token = (authorization or "").strip().partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        try:
+            header = jwt.get_unverified_header(token.strip())
+            claims = jwt.decode(token.strip(), options={"verify_signature": False})
+        except jwt.PyJWTError:
+            return False
+        return header.get("alg") == "HS256" and claims.get("aud") == cls.AUDIENCE
 
     def admit(self, authorization: str | None, path: str) -> Identity:
         """The Identity a scoped token names; AuthenticationFailed (401) saying why otherwise."""
@@ -336,7 +427,8 @@ class ScopedTokens:
         account, _, user = str(claims["sub"]).partition(".")
         if account != self.account or not user:
             raise RejectedToken("The scoped token is invalid: it is for another account.")
-        return Identity(user, str(claims["fp"]), None)
+        role = claims.get("role")
+        return Identity(user, str(claims["fp"]), None, role if isinstance(role, str) else None)
 
 
 class RateLimiter:

@@ -1,4 +1,5 @@
-"""The Snowpipe Streaming v2 REST API: scoped tokens, open, append, drop and bulk channel status.
+"""The Snowpipe Streaming v2 REST API: open, append, drop and bulk channel status (the hostname,
+token exchange and pipe info are in ``services.streaming_session``).
 
 An append answers 200 only after its rows are stored and queued in one Redis step (``floe.channels``:
 durable, since Redis persists with ``appendfsync always``); the Spark job loads them through the
@@ -10,7 +11,8 @@ Every route checks its privileges through ``services.access.authorize``: OPERATE
 the pipe to open, append and drop; MONITOR, OPERATE or OWNERSHIP to read status. A table's default
 pipe (``<TABLE>-STREAMING``) asks INSERT (or OWNERSHIP) on the table instead, as Snowflake's
 streaming API does, and SELECT or INSERT for status. A pipe the caller may not see answers the same
-404 as one that does not exist.
+404 as one that does not exist; so does one it sees but may not act on, with what it takes in the
+message (Snowflake's answer: the SDK retries a 403 as a bad token, for up to 10 hours).
 """
 
 from __future__ import annotations
@@ -18,10 +20,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import secrets
-import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qs
 
 import orjson
 from fastapi import APIRouter, Request
@@ -32,7 +32,7 @@ from floe.catalog import Catalog, CopySpec, FileFormat, Pipe, Table, now_ms
 from floe.catalog.names import Name, split_parts, unquote
 from floe.channel_quotas import Limits, Room, Writer
 from floe.channels import ELASTIC_INCARNATION, ChannelError, ChannelStore, PipeRef
-from floe.errors import ObjectNotFound
+from floe.errors import ObjectNotFound, PermissionDenied
 from floe.keys import Keys, RedisClient
 from floe.metrics import StreamingAppends, new_registry
 from floe.settings import Settings
@@ -41,8 +41,9 @@ from floe.streaming.protocol import MAX_UNCOMPRESSED_BYTES, Code, ContinuationTo
 from floe.streaming.rows import BodyError, BodyTooLarge, RowBatch, TooManyRows, decode_body, parse_rows
 from services.access import Need, authorize
 from services.answers import RestError, Throttled, answer_for
-from services.auth import Authenticator, Identity, Principal, RateLimiter, ScopedTokens
+from services.auth import Authenticator, Principal, RateLimiter
 from services.snowpipe import caller_of
+from services.streaming_paths import CHANNEL, DATA_PIPE, PIPE
 
 log = logging.getLogger("floe.api.streaming")
 
@@ -130,6 +131,12 @@ class StreamingService:
             authorize(self.catalog, principal, need)
         except ObjectNotFound:
             raise _missing_pipe(pipe.name) from None
+        except PermissionDenied as exc:
+            # The caller sees the pipe (it holds a privilege on it), so what it lacks is no secret.
+            why = exc.message.removeprefix("SQL access control error:\n").replace("\n", " ")
+            raise RestError(
+                404, Code.PIPE_DOES_NOT_EXIST, f"{_missing_pipe(pipe.name).message} {why}"
+            ) from None
 
     def _default_pipe(self, principal: Principal, named: Name, write: bool) -> Pipe | None:
         """The table's default pipe, created the first time a channel names it."""
@@ -382,22 +389,6 @@ def _json_body(body: bytes) -> dict[str, Any]:
     return doc
 
 
-def exchange(
-    identity: Identity | None, principal: Principal, body: bytes, scoped: ScopedTokens, hostname: str
-) -> dict[str, Any]:
-    """POST /oauth/token: a scoped token for the caller of a key-pair JWT."""
-    if identity is None or not identity.fingerprint:
-        raise RestError(401, Code.UNAUTHORIZED, "Exchange a key-pair JWT (KEYPAIR_JWT) for a scoped token.")
-    form = parse_qs(body.decode("utf-8", "replace"), max_num_fields=10)
-    grant = (form.get("grant_type") or [""])[0]
-    if grant != wire.TOKEN_GRANT_TYPE:
-        raise _bad(f"grant_type must be {wire.TOKEN_GRANT_TYPE}.")
-    scope = (form.get("scope") or [hostname])[0][:256]
-    issued = scoped.issue(identity, scope, time.time())
-    log.info("scoped token issued to %s", principal.user)
-    return {"token": issued, "token_type": "Bearer", "expires_in": scoped.lifetime_s}
-
-
 def _pinned(catalog: Catalog, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     with catalog.pinned():
         return work()
@@ -415,10 +406,8 @@ async def _answer(request: Request, catalog: Catalog, work: Callable[[], dict[st
     return JSONResponse(body)
 
 
-def router(
-    service: StreamingService, authenticator: Authenticator, scoped: ScopedTokens, hostname: str
-) -> APIRouter:
-    """The /v2/streaming routes and the token exchange."""
+def router(service: StreamingService, authenticator: Authenticator) -> APIRouter:
+    """The /v2/streaming channel routes, routed on the raw path (``services.streaming_paths``)."""
     api = APIRouter(tags=["Snowpipe Streaming"])
 
     def caller(request: Request) -> Principal:
@@ -427,29 +416,7 @@ def router(
     async def answer(request: Request, work: Callable[[], dict[str, Any]]) -> JSONResponse:
         return await _answer(request, service.catalog, work)
 
-    @api.get(wire.HOSTNAME_PATH)
-    async def get_hostname(request: Request) -> JSONResponse:
-        """The host that serves the channel routes: this API."""
-
-        def work() -> dict[str, Any]:
-            caller(request)  # an authenticated user asks; the answer is the same for every one
-            return {"hostname": hostname}
-
-        return await answer(request, work)
-
-    @api.post(wire.TOKEN_PATH)
-    async def token(request: Request) -> JSONResponse:
-        """Exchange a key-pair JWT for a scoped token that only the streaming routes accept."""
-        body = await request.body()
-
-        def work() -> dict[str, Any]:
-            return exchange(getattr(request.state, "identity", None), caller(request), body, scoped, hostname)
-
-        return await answer(request, work)
-
-    base = "/v2/streaming/databases/{database}/schemas/{schema}/pipes/{pipe}"
-
-    @api.put(base + "/channels/{channel}")
+    @api.put(PIPE + CHANNEL)
     async def open_channel(
         request: Request, database: str, schema: str, pipe: str, channel: str
     ) -> JSONResponse:
@@ -463,7 +430,7 @@ def router(
 
         return await answer(request, work)
 
-    @api.delete(base + "/channels/{channel}")
+    @api.delete(PIPE + CHANNEL)
     async def drop_channel(
         request: Request, database: str, schema: str, pipe: str, channel: str
     ) -> JSONResponse:
@@ -475,7 +442,7 @@ def router(
 
         return await answer(request, work)
 
-    @api.post(base + ":bulk-channel-status")
+    @api.post(PIPE + ":bulk-channel-status")
     async def bulk_channel_status(request: Request, database: str, schema: str, pipe: str) -> JSONResponse:
         """The status of several channels of the pipe (unknown ones are left out)."""
         body = await request.body()
@@ -486,7 +453,7 @@ def router(
 
         return await answer(request, work)
 
-    @api.post("/v2/streaming/data/databases/{database}/schemas/{schema}/pipes/{pipe}/channels/{channel}/rows")
+    @api.post(DATA_PIPE + CHANNEL + "/rows")
     async def append_rows(
         request: Request, database: str, schema: str, pipe: str, channel: str
     ) -> JSONResponse:

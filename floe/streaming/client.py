@@ -330,12 +330,12 @@ class StreamingIngestClient:
             poll_interval_s=config.commit_poll_interval_ms / 1000,
         )
         try:
-            doc = self._session.call("GET", wire.HOSTNAME_PATH)
+            # Plain text, a bare host (the SDK's form). Informational: Floe serves the channel
+            # routes itself, so the configured URL stays in use.
+            self.hostname = self._session.call_text("GET", wire.HOSTNAME_PATH)
         except BaseException:
             transport.close()
             raise
-        # Informational: Floe serves the channel routes itself, so the configured URL stays in use.
-        self.hostname = str(doc.get("hostname", ""))
         self._closed = False
         self._flusher.start()
         self._finalizer = weakref.finalize(

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
 import httpx
+import jwt
 import orjson
 import zstandard
 
@@ -212,6 +213,11 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
     return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
 
 
+def _number(value: object) -> float | None:
+    """A JSON number as a float; None for anything else (a boolean too)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def _error_body(body: bytes) -> tuple[str | None, str]:
     """The ``code`` and ``message`` of an error answer (the raw text when it is not one)."""
     try:
@@ -267,20 +273,30 @@ class Session:
 
     def _exchange(self) -> None:
         try:
-            jwt = self._signer()
+            signed = self._signer()
         except FloeError as exc:
             raise StreamingConfigError(f"cannot sign the key-pair JWT: {exc.message}") from None
         form = urlencode({"grant_type": wire.TOKEN_GRANT_TYPE, "scope": self.scope}).encode()
         headers = {
-            "Authorization": f"Bearer {jwt}",
+            "Authorization": f"Bearer {signed}",
             "X-Snowflake-Authorization-Token-Type": "KEYPAIR_JWT",
             "Content-Type": "application/x-www-form-urlencoded",
         }
         started = self._clock()
-        doc = self._send("POST", wire.TOKEN_PATH, None, None, form, headers, None)
-        token, expires_in = doc.get("token"), doc.get("expires_in", 3600)
-        if not isinstance(token, str) or not token or not isinstance(expires_in, int | float):
-            raise StreamingRequestError(f"the token exchange answered without a token: {doc!r:.200}")
+        answer = self._send("POST", wire.TOKEN_PATH, None, None, form, headers, None)
+        # The token as plain text, as Snowflake answers the SDK: a JWT whose iat and exp (seconds)
+        # give its lifetime, read without verifying (only the server can).
+        token = answer.decode("utf-8", "replace").strip()
+        try:
+            claims = jwt.decode(token, options={"verify_signature": False})
+        except jwt.PyJWTError:
+            claims = {}
+        iat, exp = _number(claims.get("iat")), _number(claims.get("exp"))
+        if iat is None or exp is None:
+            raise StreamingRequestError(
+                f"the token exchange answered something that is not a scoped token: {answer[:200]!r}"
+            )
+        expires_in = exp - iat
         self._token = token
         self._refresh_at = started + expires_in - min(TOKEN_REFRESH_MARGIN_S, expires_in / 5)
 
@@ -304,6 +320,24 @@ class Session:
         channel: str | None = None,
     ) -> dict[str, Any]:
         """One API call with the scoped token; its JSON answer, or the mapped error."""
+        answer = self._authorized(method, path, params, json, body, headers, channel)
+        return self._decode(answer, channel)
+
+    def call_text(self, method: str, path: str) -> str:
+        """One API call with the scoped token whose answer is plain text (the hostname)."""
+        return self._authorized(method, path, None, None, None, None, None).decode("utf-8", "replace").strip()
+
+    def _authorized(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None,
+        json: Any,
+        body: bytes | None,
+        headers: Mapping[str, str] | None,
+        channel: str | None,
+    ) -> bytes:
+        """The body of a call's 2xx answer, sent with the scoped token (exchanged again once on a 401)."""
         for refreshed in (False, True):
             token = self.token()
             sent = {
@@ -330,8 +364,9 @@ class Session:
         body: bytes | None,
         headers: Mapping[str, str],
         channel: str | None,
-    ) -> dict[str, Any]:
-        """Send until a final answer: retryable statuses and lost connections are resent as they were."""
+    ) -> bytes:
+        """Send until a final answer, the body of a 2xx one: retryable statuses and lost connections
+        are resent as they were."""
         headers = {"User-Agent": USER_AGENT, "Accept": "application/json", **headers}
         attempt = 0
         while True:
@@ -346,7 +381,7 @@ class Session:
                 last = exc.message
             else:
                 if 200 <= status < 300:
-                    return self._decode(answer, status, channel)
+                    return answer
                 if status not in wire.RETRYABLE_STATUSES:
                     raise self._error(status, answer, channel)
                 code, message = _error_body(answer)
@@ -367,7 +402,7 @@ class Session:
             log.debug("%s %s: %s; retry %d in %.2f s", method, path, last, attempt, delay)
             self._sleep(delay)
 
-    def _decode(self, answer: bytes, status: int, channel: str | None) -> dict[str, Any]:
+    def _decode(self, answer: bytes, channel: str | None) -> dict[str, Any]:
         if not answer.strip():
             return {}
         try:
@@ -376,10 +411,9 @@ class Session:
             doc = None
         if not isinstance(doc, dict):
             raise StreamingRequestError(
-                f"the server answered {status} with a body that is not a JSON object: {answer[:200]!r}",
+                f"the server answered a body that is not a JSON object: {answer[:200]!r}",
                 channel=channel,
                 pipe=self.pipe,
-                status=status,
             )
         return doc
 

@@ -80,7 +80,7 @@ class Tenant:
             )
             assert resp.status_code == 200, resp.text
             self._scoped[user] = {
-                "Authorization": f"Bearer {resp.json()['token']}",
+                "Authorization": f"Bearer {resp.text}",
                 "X-Snowflake-Authorization-Token-Type": "OAUTH",
             }
         return self._scoped[user]

@@ -1172,14 +1172,19 @@ ROUTES = [
     ),
 ]
 
-CHANNEL = "/v2/streaming/databases/{database}/schemas/{schema}/pipes/{pipe}/channels/{channel}"
+# The streaming routes' names are routed on the raw path (services/streaming_paths.py): each
+# parameter has the ``segment`` convertor.
+PIPE_PATH = "/v2/streaming/databases/{database:segment}/schemas/{schema:segment}/pipes/{pipe:segment}"
+CHANNEL = PIPE_PATH + "/channels/{channel:segment}"
 OPEN_CHANNEL = ("PUT", CHANNEL)
 DROP_CHANNEL = ("DELETE", CHANNEL)
 APPEND_ROWS = (
     "POST",
-    "/v2/streaming/data/databases/{database}/schemas/{schema}/pipes/{pipe}/channels/{channel}/rows",
+    "/v2/streaming/data/databases/{database:segment}/schemas/{schema:segment}/pipes/{pipe:segment}"
+    "/channels/{channel:segment}/rows",
 )
-BULK_STATUS = ("POST", "/v2/streaming/databases/{database}/schemas/{schema}/pipes/{pipe}:bulk-channel-status")
+BULK_STATUS = ("POST", PIPE_PATH + ":bulk-channel-status")
+PIPE_INFO = ("POST", PIPE_PATH + ":pipe-info")
 STREAM_NOT_FOUND = HttpRefusal(404, "ERR_PIPE_DOES_NOT_EXIST_OR_NOT_AUTHORIZED", "Pipe 'SALES.RAW.STREAM'")
 DEFAULT_NOT_FOUND = HttpRefusal(
     404, "ERR_PIPE_DOES_NOT_EXIST_OR_NOT_AUTHORIZED", "Pipe 'SALES.RAW.ORDERS-STREAMING'"
@@ -1188,6 +1193,21 @@ DEFAULT_NOT_FOUND = HttpRefusal(
 STREAMING_ROUTES = [
     Row("hostname (anyone)", route=("GET", "/v2/streaming/hostname")),
     Row("token exchange (anyone)", route=("POST", "/oauth/token")),
+    Row("SDK telemetry, discarded (anyone)", route=("POST", "/telemetry/send/sessionless")),
+    Row(
+        "pipe info",
+        route=PIPE_INFO,
+        setup=(STREAMING_PIPE,),
+        grants=(*INSIDE, on("MONITOR", "PIPE", "sales.raw.stream")),
+        fails=STREAM_NOT_FOUND,
+    ),
+    Row(
+        "pipe info of a default pipe (SELECT on the table)",
+        route=PIPE_INFO,
+        stream_pipe="ORDERS-STREAMING",
+        grants=(*INSIDE, on("SELECT", "TABLE", "sales.raw.orders")),
+        fails=DEFAULT_NOT_FOUND,
+    ),
     Row(
         "open channel",
         route=OPEN_CHANNEL,
@@ -1201,8 +1221,11 @@ STREAMING_ROUTES = [
         setup=(STREAMING_PIPE,),
         given=(*INSIDE, on("MONITOR", "PIPE", "sales.raw.stream")),
         grants=(on("OPERATE", "PIPE", "sales.raw.stream"),),
+        # Snowflake's 404 (the SDK retries a 403 as a bad token for hours), saying what it takes.
         fails=HttpRefusal(
-            403, "ERR_INSUFFICIENT_PRIVILEGES", "Insufficient privileges to operate on pipe 'STREAM'"
+            404,
+            "ERR_PIPE_DOES_NOT_EXIST_OR_NOT_AUTHORIZED",
+            "Insufficient privileges to operate on pipe 'STREAM'",
         ),
     ),
     Row(
@@ -1797,6 +1820,7 @@ def _run_streaming_route(ex: SqlExecutor, key: rsa.RSAPrivateKey, case: Case) ->
     row = case.row
     assert row.route is not None
     method, path = row.route
+    path = path.replace(":segment}", "}")  # the template without its convertors
     pipe_name = row.stream_pipe
     url = path.format(database="SALES", schema="RAW", pipe=pipe_name, channel="c")
     headers = {**bearer(token(USER, key)), "X-Snowflake-Authorization-Token-Type": "KEYPAIR_JWT"}
@@ -1814,7 +1838,7 @@ def _run_streaming_route(ex: SqlExecutor, key: rsa.RSAPrivateKey, case: Case) ->
         options["json"] = {"channel_names": ["c"]}
     elif path == "/oauth/token":
         options["content"] = "grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer"
-    elif method == "PUT":
+    elif path.endswith((":pipe-info", "/sessionless")) or method == "PUT":
         options["json"] = {}
     client = AppClient(create_app(ex.settings, ex.redis))
     try:
@@ -1992,7 +2016,7 @@ def _run_console_route(ex: SqlExecutor, key: rsa.RSAPrivateKey, case: Case) -> N
 
 def runner_of(path: str) -> Callable[[SqlExecutor, rsa.RSAPrivateKey, Case], None]:
     """The runner of a route row, by the family its path belongs to."""
-    if path.startswith(("/v2/", "/oauth/")):
+    if path.startswith(("/v2/", "/oauth/", "/telemetry/")):
         return _run_streaming_route
     if path.startswith("/v1/"):
         return _run_route

@@ -130,6 +130,8 @@ class FakeServer:
         self.faults: dict[str, deque[Reply | Exception]] = defaultdict(deque)
         self.expires_in = expires_in
         self.issued = 0
+        self.tokens: list[str] = []
+        """Every scoped token issued, in order."""
         self.valid_tokens: set[str] = set()
         self.channels: dict[str, FakeChannel] = {}
         self.generations = 0
@@ -209,7 +211,7 @@ class FakeServer:
         ):
             return error(401, Code.UNAUTHORIZED, "the scoped token is not valid")
         if kind == "hostname":
-            return 200, {}, orjson.dumps({"hostname": "floe.test:8443"})
+            return 200, {}, b"floe.test"  # plain text, a bare host, as the SDK parses it
         name = unquote(call.path.split("/channels/")[1].split("/")[0]) if "/channels/" in call.path else ""
         if kind == "open":
             return self._open(name, call)
@@ -233,9 +235,12 @@ class FakeServer:
         form = parse_qs(call.body.decode())
         assert form["grant_type"] == [wire.TOKEN_GRANT_TYPE]
         self.issued += 1
-        token = f"tok-{self.issued}"
+        # Plain text, a JWT whose iat and exp (seconds) give its lifetime, as the API answers.
+        claims = {"iat": 1_000, "exp": 1_000 + self.expires_in, "jti": f"tok-{self.issued}"}
+        token = jwt.encode(claims, "the-fake-servers-secret-of-32-bytes", algorithm="HS256")
+        self.tokens.append(token)
         self.valid_tokens.add(token)
-        return 200, {}, orjson.dumps({"token": token, "expires_in": self.expires_in})
+        return 200, {}, token.encode()
 
     def _open(self, name: str, call: Call) -> Reply:
         assert set(call.json) <= {wire.OFFSET_TOKEN, wire.FAIL_ON_UNCOMMITTED_ROWS}
@@ -380,9 +385,9 @@ def test_first_call_exchanges_the_key_pair_jwt_then_uses_the_scoped_token(
         "scope": ["floe.test:8443"],
     }
     assert (hostname.method, hostname.path) == ("GET", wire.HOSTNAME_PATH)
-    assert hostname.headers["Authorization"] == "Bearer tok-1"
+    assert hostname.headers["Authorization"] == f"Bearer {server.tokens[0]}"
     assert hostname.headers["X-Snowflake-Authorization-Token-Type"] == "OAUTH"
-    assert client.hostname == "floe.test:8443"
+    assert client.hostname == "floe.test"
 
 
 def test_token_is_exchanged_again_shortly_before_it_expires(
@@ -396,7 +401,7 @@ def test_token_is_exchanged_again_shortly_before_it_expires(
     clock.advance(2)  # now within the last minute of the token's life
     client.get_channel_statuses(["c"])
     assert server.issued == 2
-    assert server.of("status")[-1].headers["Authorization"] == "Bearer tok-2"
+    assert server.of("status")[-1].headers["Authorization"] == f"Bearer {server.tokens[1]}"
 
 
 def test_a_401_exchanges_a_fresh_token_once_and_resends(
@@ -408,8 +413,8 @@ def test_a_401_exchanges_a_fresh_token_once_and_resends(
     assert server.issued == 2
     first, second = server.of("status")
     assert (first.headers["Authorization"], second.headers["Authorization"]) == (
-        "Bearer tok-1",
-        "Bearer tok-2",
+        f"Bearer {server.tokens[0]}",
+        f"Bearer {server.tokens[1]}",
     )
 
 
@@ -433,6 +438,15 @@ def test_a_refused_key_pair_jwt_raises_at_once(server: FakeServer, clock: FakeCl
         )
     assert len(server.calls) == 1
     assert server.closed
+
+
+def test_a_token_answer_that_is_no_jwt_raises_saying_so(server: FakeServer, clock: FakeClock) -> None:
+    # The JSON form Floe answered before: the token is plain text now, as the SDK parses it.
+    server.fail("token", (200, {}, orjson.dumps({"token": "t", "expires_in": 3600})))
+    with pytest.raises(StreamingRequestError, match="not a scoped token"):
+        StreamingIngestClient(
+            "c", DB, SCHEMA, PIPE, properties=PROPS, transport=server, clock=clock, sleep=clock.sleep
+        )
 
 
 # ------------------------------------------------------------------------------------------------
